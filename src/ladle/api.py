@@ -1,0 +1,138 @@
+"""The pipeline, readable in one sitting: data -> ingredients -> store -> soups -> report.
+
+The CLI is a thin layer over these functions; they log, and report progress through the
+callbacks they are given, but never print.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+
+from ladle.config import RunConfig
+from ladle.data import Graph, load_graph
+from ladle.engines import serial
+from ladle.errors import LadleError
+from ladle.evaluation import Evaluator
+from ladle.profiling import measure
+from ladle.report import write_report
+from ladle.soups import Ingredient, get_soup
+from ladle.store import RunDir, model_from_sidecar
+from ladle.train import IngredientRecord, OnEpoch
+
+log = logging.getLogger(__name__)
+OnSoup = Callable[[str, str], None]  # (method, "start" | "done")
+
+
+def dataset_meta(graph: Graph) -> dict:
+    return {"name": graph.name, "fingerprint": graph.fingerprint, "task": graph.task, "metric": graph.metric,
+            "nodes": graph.num_nodes, "classes": graph.num_classes}
+
+
+def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None,
+          on_epoch: OnEpoch | None = None) -> tuple[RunDir, Graph, list[IngredientRecord]]:
+    """Create the run directory and train every ingredient, storing each as soon as it is done."""
+    for method in config.soups:
+        get_soup(method)  # an unknown soup name fails now, not after an hour of training
+    _check_device(config.device)
+    run_dir = RunDir(out).create(config)
+    graph = graph if graph is not None else load_graph(config.dataset, config.root)
+    meta = dataset_meta(graph)
+    log.info("training %d ingredients of %s on %s", config.ingredients, config.model.name, graph.name)
+    records = serial.run(config.ingredient_specs(), graph, device=config.device,
+                         on_record=lambda r: run_dir.save_ingredient(r, meta), on_epoch=on_epoch)
+    return run_dir, graph, records
+
+
+def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, graph: Graph | None = None,
+         on_soup: OnSoup | None = None) -> dict[str, dict]:
+    """Soup the stored ingredients of a run with each method; store and return their sidecars.
+
+    Selection uses the validation split only; the test score is computed afterwards, for the report.
+    """
+    run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
+    config = run_dir.config()
+    methods = list(methods or config.soups)
+    soups = [get_soup(m) for m in methods]
+    graph = graph if graph is not None else load_graph(config.dataset, config.root)
+    ingredients, model_config, fingerprints = load_ingredients(run_dir, graph)
+    device = torch.device(config.device)
+    graph_dev = graph if device.type == "cpu" else _graph_to(graph, device)
+    val = Evaluator(graph_dev, model_config, "val")
+    test = Evaluator(graph_dev, model_config, "test")
+    written = {}
+    for method in soups:
+        if on_soup:
+            on_soup(method.name, "start")
+        with measure(device) as usage:
+            result = method(ingredients, val, granularity=config.granularity)
+        if result.state is None:
+            test_score = test.score_ensemble([i.state for i in ingredients if i.name in result.coefficients])
+        else:
+            test_score = test.score(result.state)
+        sidecar = {
+            "reference": method.reference,
+            "model": _model_entry(model_config, graph),
+            "dataset": dataset_meta(graph),
+            "scores": {"val": result.val, "test": test_score},
+            "seconds": usage.seconds,
+            "peak_memory_mb": usage.peak_mb,
+            "is_soup": result.is_soup,
+            "fitted_on_val": result.fitted_on_val,
+            "coefficients": result.coefficients,
+            "ingredients_sha256": {n: fingerprints[n] for n in result.coefficients},
+            "options": {"granularity": config.granularity},
+            "trace": result.trace,
+        }
+        written[method.name] = run_dir.save_soup(method.name, result.state, sidecar)
+        log.info("%s: val %.4f test %.4f (%.2fs)", method.name, result.val, test_score, usage.seconds)
+        if on_soup:
+            on_soup(method.name, "done")
+    return written
+
+
+def run(config: RunConfig, out: str | Path, *, on_epoch: OnEpoch | None = None,
+        on_soup: OnSoup | None = None) -> dict:
+    """Train, soup and report; return the results (also written to ``out/results.json``)."""
+    run_dir, graph, _ = train(config, out, on_epoch=on_epoch)
+    soup(run_dir, graph=graph, on_soup=on_soup)
+    return write_report(run_dir)
+
+
+def load_ingredients(run_dir: RunDir, graph: Graph) -> tuple[list[Ingredient], object, dict[str, str]]:
+    """Read and verify every stored ingredient; refuse ones trained on another graph."""
+    names = run_dir.ingredient_names()
+    if not names:
+        raise LadleError(f"{run_dir.path} holds no trained ingredients", fix="run ladle train first")
+    ingredients, fingerprints, model_config = [], {}, None
+    for name in names:
+        state, sidecar = run_dir.load_ingredient(name)
+        source = str(run_dir.ingredients / f"{name}.safetensors")
+        if sidecar.get("dataset", {}).get("fingerprint") != graph.fingerprint:
+            raise LadleError(f"{source} was trained on a different graph (dataset fingerprint differs)",
+                             fix="soup it with the dataset and root it was trained on")
+        model_config, _, _ = model_from_sidecar(sidecar)
+        ingredients.append(Ingredient(name, state, model_config, source))
+        fingerprints[name] = sidecar["sha256"]
+    return ingredients, model_config, fingerprints
+
+
+def _model_entry(model_config, graph: Graph) -> dict:
+    return {**model_config.__dict__, "in_channels": graph.num_features, "out_channels": graph.num_classes}
+
+
+def _graph_to(graph: Graph, device) -> Graph:
+    from dataclasses import replace
+
+    return replace(graph, data=graph.data.to(device))
+
+
+def _check_device(device: str) -> None:
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise LadleError(f"device {device!r} is not a torch device", fix="use cpu, cuda or cuda:N") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise LadleError(f"device {device!r} asked for but no CUDA GPU is visible", fix="use --device cpu")

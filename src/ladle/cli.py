@@ -1,0 +1,262 @@
+"""``ladle``: the command line. Thin: arguments and config file -> RunConfig -> ladle.api; prints with rich."""
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ladle.errors import LadleError
+
+console = Console()
+errors = Console(stderr=True)
+
+# flag -> dotted config key; flags left unset (None) do not override the config file.
+FLAG_KEYS = {
+    "dataset": "dataset", "root": "root", "model": "model.name", "layers": "model.layers",
+    "hidden": "model.hidden", "dropout": "model.dropout", "norm": "model.norm", "residual": "model.residual",
+    "heads": "model.heads", "ingredients": "ingredients", "epochs": "train.epochs", "lr": "train.lr",
+    "weight_decay": "train.weight_decay", "eval_every": "train.eval_every", "seed": "seed", "init": "init",
+    "soups": "soups", "granularity": "granularity", "device": "device",
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
+    try:
+        return args.handler(args) or 0
+    except LadleError as err:
+        errors.print(f"[bold red]error:[/] {err.message}", highlight=False, soft_wrap=True)
+        if err.fix:
+            errors.print(f"  [bold]fix:[/] {err.fix}", highlight=False, soft_wrap=True)
+        return 2
+    except KeyboardInterrupt:
+        where = getattr(args, "out", None)
+        errors.print("interrupted." + (f" Finished ingredients are kept in {where}." if where else ""))
+        return 130
+    except Exception as err:  # a bug in ladle: one line, the traceback only when asked for
+        if args.debug:
+            raise
+        errors.print(f"[bold red]internal error:[/] {type(err).__name__}: {err}", highlight=False, soft_wrap=True)
+        errors.print("  rerun with --debug for the traceback, and please report it")
+        return 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ladle", description="Communication-free parallel GNN training with model soups (Graph Ladling).")
+    parser.add_argument("--debug", action="store_true", help="log everything and show tracebacks")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="train ingredients, soup them, report (the whole pipeline)")
+    _add_run_flags(run)
+    run.set_defaults(handler=cmd_run)
+    train = sub.add_parser("train", help="train and store ingredients only")
+    _add_run_flags(train)
+    train.set_defaults(handler=cmd_train)
+
+    soup = sub.add_parser("soup", help="soup the ingredients of a stored run")
+    soup.add_argument("run_dir", type=Path)
+    soup.add_argument("--method", action="append", metavar="NAME",
+                      help="soup method, repeatable (default: the run's soups): uniform, greedy, gis, ensemble")
+    soup.add_argument("--quiet", action="store_true", help="no progress and no table")
+    soup.set_defaults(handler=cmd_soup)
+
+    report = sub.add_parser("report", help="rebuild results.json, report.md and plots of a run")
+    report.add_argument("run_dir", type=Path)
+    report.set_defaults(handler=cmd_report)
+
+    predict = sub.add_parser("predict", help="write one prediction per node with a stored model")
+    predict.add_argument("run_dir", type=Path)
+    predict.add_argument("--model", default="gis", help="a soup (gis, greedy, uniform, ensemble) or an ingredient")
+    predict.add_argument("--out", type=Path, default=Path("predictions.csv"), help="CSV to write")
+    predict.set_defaults(handler=cmd_predict)
+
+    datasets = sub.add_parser("datasets", help="list the datasets ladle can load")
+    datasets.add_argument("--root", default="data", help="where to look for downloaded files")
+    datasets.set_defaults(handler=cmd_datasets)
+    return parser
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, help="TOML config file (flags override it); see examples/")
+    p.add_argument("--out", type=Path, help="run directory to create (default runs/DATASET-MODEL-TIME)")
+    p.add_argument("--quiet", action="store_true", help="no progress and no table; print the run directory")
+    g = p.add_argument_group("data")
+    g.add_argument("--dataset", help="name from `ladle datasets`, csbm[:k=v,...] or npz:PATH[#K] (default csbm)")
+    g.add_argument("--root", help="dataset folder (default data)")
+    g = p.add_argument_group("model")
+    g.add_argument("--model", help="gcn, sage, gat, gin or mlp (default gcn)")
+    g.add_argument("--layers", type=int, help="message-passing layers (default 2)")
+    g.add_argument("--hidden", type=int, help="hidden channels (default 64)")
+    g.add_argument("--dropout", type=float, help="dropout (default 0.5; GAT 0.6)")
+    g.add_argument("--norm", choices=["none", "batch", "layer"], help="normalisation (default none)")
+    g.add_argument("--residual", action=argparse.BooleanOptionalAction, default=None, help="residual connections")
+    g.add_argument("--heads", type=int, help="GAT attention heads (default 8)")
+    g = p.add_argument_group("training")
+    g.add_argument("--ingredients", type=int, help="number of ingredients (default 8)")
+    g.add_argument("--epochs", type=int, help="epochs per ingredient (default 200)")
+    g.add_argument("--lr", type=float, help="Adam learning rate (default 0.01; GAT 0.005)")
+    g.add_argument("--weight-decay", type=float, help="Adam weight decay (default 5e-4)")
+    g.add_argument("--eval-every", type=int, help="validate every k epochs (default 1)")
+    g.add_argument("--seed", type=int, help="pipeline seed (default 0)")
+    g.add_argument("--init", choices=["shared", "independent"], help="initialisation across ingredients (default shared)")
+    g.add_argument("--device", help="torch device: cpu, cuda, cuda:N (default cpu)")
+    g = p.add_argument_group("soups")
+    g.add_argument("--soups", type=_comma_list, help="comma-separated methods (default uniform,greedy,gis,ensemble)")
+    g.add_argument("--granularity", type=int, help="GIS α grid size (default 20)")
+
+
+def _comma_list(text: str) -> list[str]:
+    return [item.strip() for item in text.split(",") if item.strip()]
+
+
+def config_from_args(args):
+    from ladle.config import build_config, load_toml
+
+    overrides = {key: getattr(args, flag) for flag, key in FLAG_KEYS.items()}
+    file_values = load_toml(args.config) if args.config else None
+    return build_config(file_values, overrides, source=str(args.config or "flags"))
+
+
+def _default_out(config) -> Path:
+    slug = "".join(c if c.isalnum() or c in "-_" else "-" for c in config.dataset.split("/")[-1])[:40]
+    return Path("runs") / f"{slug}-{config.model.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+# ------------------------------------------------------------------ commands
+
+
+def cmd_run(args) -> int:
+    from ladle import api
+
+    config = config_from_args(args)
+    args.out = args.out or _default_out(config)
+    with _progress(args.quiet) as (on_epoch, on_soup):
+        results = api.run(config, args.out, on_epoch=on_epoch, on_soup=on_soup)
+    _finish(args, results)
+    return 0
+
+
+def cmd_train(args) -> int:
+    from ladle import api
+
+    config = config_from_args(args)
+    args.out = args.out or _default_out(config)
+    with _progress(args.quiet) as (on_epoch, _):
+        run_dir, _, records = api.train(config, args.out, on_epoch=on_epoch)
+    from ladle.report import write_report
+
+    _finish(args, write_report(run_dir))
+    return 0
+
+
+def cmd_soup(args) -> int:
+    from ladle import api
+    from ladle.report import write_report
+    from ladle.store import RunDir
+
+    run_dir = RunDir(args.run_dir)
+    with _progress(args.quiet) as (_, on_soup):
+        api.soup(run_dir, args.method, on_soup=on_soup)
+    args.out = args.run_dir
+    _finish(args, write_report(run_dir))
+    return 0
+
+
+def cmd_report(args) -> int:
+    from ladle.report import write_report
+    from ladle.store import RunDir
+
+    args.out, args.quiet = args.run_dir, False
+    _finish(args, write_report(RunDir(args.run_dir)))
+    return 0
+
+
+def cmd_predict(args) -> int:
+    from ladle.predict import predict
+
+    rows = predict(args.run_dir, args.model)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with open(args.out, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["node", "split", "prediction"])
+        writer.writerows(rows)
+    console.print(f"wrote {len(rows)} predictions of {args.model} to {args.out}")
+    return 0
+
+
+def cmd_datasets(args) -> int:
+    from ladle.data.datasets import REGISTRY, SPECIAL
+
+    table = Table(title="datasets (names are case- and dash-insensitive)")
+    for column in ("name", "source", "description"):
+        table.add_column(column)
+    for name, description in SPECIAL.items():
+        table.add_row(name, "ladle", description)
+    for info in REGISTRY.values():
+        table.add_row(info.name, info.source, info.description)
+    console.print(table)
+    return 0
+
+
+# ------------------------------------------------------------------ output
+
+
+@contextmanager
+def _progress(quiet: bool):
+    if quiet:
+        yield None, None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[info]}"), TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=False) as progress:
+        tasks: dict[str, int] = {}
+
+        def on_epoch(name, epoch, epochs, best_val):
+            if name not in tasks:
+                tasks[name] = progress.add_task(name, total=epochs, info="")
+            progress.update(tasks[name], completed=epoch, info=f"best val {best_val:.4f}")
+
+        def on_soup(method, state):
+            key = f"soup {method}"
+            if state == "start":
+                tasks[key] = progress.add_task(key, total=1, info="")
+            else:
+                progress.update(tasks[key], completed=1, info="done")
+
+        yield on_epoch, on_soup
+
+
+def _finish(args, results: dict) -> None:
+    if args.quiet:
+        console.print(str(args.out))
+        return
+    from ladle.report import table_rows
+
+    metric = results["dataset"].get("metric", "score")
+    table = Table(title=f"{results['dataset']['name']} · {results['model']} · {len(results['ingredients'])} ingredients")
+    for column in ("model", f"val {metric}", f"test {metric}", "test gain", "seconds"):
+        table.add_column(column, justify="left" if column == "model" else "right")
+    for row in table_rows(results):
+        gain = "" if row["gain"] is None else f"{100 * row['gain']:+.2f}"
+        val = f"{100 * row['val']:.2f}" + (f" ± {100 * row['val_std']:.2f}" if "val_std" in row else "")
+        test = f"{100 * row['test']:.2f}" + (f" ± {100 * row['test_std']:.2f}" if "test_std" in row else "")
+        secs = "" if row.get("seconds") is None else f"{row['seconds']:.2f}"
+        style = "bold" if row["kind"] in ("soup", "reference") else None
+        table.add_row(row["label"], val, test, gain, secs, style=style)
+    console.print(table)
+    console.print(f"run directory: {args.out}  (results.json, report.md, plots/, soups/)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,311 @@
+"""Frozen, validated configuration: what a run is, in full, so it can be rerun.
+
+Precedence, lowest first: ladle's defaults, the chosen model's defaults, the config file,
+the command-line flags. The resolved result is written as ``config.toml`` beside every run.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ladle.errors import LadleError, normalise_name, suggest
+from ladle.seeding import derive_seed
+
+MAX_INGREDIENTS = 256
+MODEL_NAMES = ("gcn", "sage", "gat", "gin", "mlp")
+MODEL_ALIASES = {"graphsage": "sage", "sage": "sage", "gcn": "gcn", "gat": "gat", "gin": "gin", "mlp": "mlp"}
+NORMS = ("none", "batch", "layer")
+INIT_MODES = ("shared", "independent")
+
+# Per-architecture defaults: the settings of each model's paper on Planetoid.
+MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
+    "gcn": {"hidden": 64, "dropout": 0.5},
+    "sage": {"hidden": 64, "dropout": 0.5},
+    "gat": {"hidden": 64, "heads": 8, "dropout": 0.6},
+    "gin": {"hidden": 64, "dropout": 0.5},
+    "mlp": {"hidden": 64, "dropout": 0.5},
+}
+TRAIN_DEFAULTS: dict[str, dict[str, Any]] = {"gat": {"lr": 0.005}}
+
+
+def resolve_model_name(name: str) -> str:
+    key = normalise_name(str(name))
+    if key not in MODEL_ALIASES:
+        raise LadleError(f"unknown model {name!r}", fix=suggest(str(name), MODEL_NAMES))
+    return MODEL_ALIASES[key]
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """An architecture and its hyperparameters: enough to rebuild any checkpoint.
+
+    Args:
+        name: one of ``gcn``, ``sage``, ``gat``, ``gin``, ``mlp`` (default ``gcn``).
+        hidden: hidden channels; for GAT the total over heads (default 64).
+        layers: message-passing layers, the last one maps to the classes (default 2).
+        dropout: dropout after each hidden layer (default 0.5).
+        input_dropout: dropout on the input features; ``None`` means ``dropout``.
+        norm: ``none``, ``batch`` or ``layer`` after each hidden layer (default ``none``).
+        residual: add a layer's input to its output where the shapes agree (default False).
+        heads: attention heads of GAT's hidden layers (default 8).
+    """
+
+    name: str = "gcn"
+    hidden: int = 64
+    layers: int = 2
+    dropout: float = 0.5
+    input_dropout: float | None = None
+    norm: str = "none"
+    residual: bool = False
+    heads: int = 8
+
+    def __post_init__(self):
+        object.__setattr__(self, "name", resolve_model_name(self.name))
+        _check_int("model.hidden", self.hidden, 1)
+        _check_int("model.layers", self.layers, 1, 16)
+        _check_prob("model.dropout", self.dropout)
+        if self.input_dropout is not None:
+            _check_prob("model.input_dropout", self.input_dropout)
+        _check_choice("model.norm", self.norm, NORMS)
+        _check_bool("model.residual", self.residual)
+        _check_int("model.heads", self.heads, 1, 64)
+        if self.name == "gat" and self.hidden % self.heads:
+            raise LadleError(
+                f"model.hidden={self.hidden} is not a multiple of model.heads={self.heads}",
+                fix="GAT splits the hidden channels over its heads; pick hidden = heads * k",
+            )
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How one ingredient is trained (Adam, full batch; keeps the best-validation weights).
+
+    Args:
+        epochs: training epochs (default 200).
+        lr: Adam learning rate (default 0.01; 0.005 for GAT).
+        weight_decay: Adam L2 penalty (default 5e-4).
+        eval_every: validate every k epochs; the best-validation weights are kept (default 1).
+    """
+
+    epochs: int = 200
+    lr: float = 0.01
+    weight_decay: float = 5e-4
+    eval_every: int = 1
+
+    def __post_init__(self):
+        _check_int("train.epochs", self.epochs, 1, 1_000_000)
+        _check_float("train.lr", self.lr, 0.0, 10.0, open_low=True)
+        _check_float("train.weight_decay", self.weight_decay, 0.0, 1.0)
+        _check_int("train.eval_every", self.eval_every, 1, self.epochs)
+
+
+@dataclass(frozen=True)
+class IngredientSpec:
+    """Everything one worker needs to train one ingredient, and nothing else."""
+
+    index: int
+    model: ModelConfig
+    train: TrainConfig
+    init_seed: int
+    data_seed: int
+
+    @property
+    def name(self) -> str:
+        return f"ingredient-{self.index:02d}"
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A whole run: data, model, ingredients, soups.
+
+    Args:
+        dataset: a name from ``ladle datasets``, ``npz:PATH[#K]`` or ``csbm[:k=v,...]`` (default ``csbm``).
+        root: folder holding downloaded datasets (default ``data``).
+        ingredients: how many models to train and soup (default 8).
+        seed: the pipeline seed; initialisation and data-order seeds derive from it (default 0).
+        init: ``shared`` (one initialisation for all ingredients, the default) or ``independent``.
+        soups: soup methods to run, in order (default uniform, greedy, gis, ensemble).
+        granularity: number of α values GIS tries per step, ``linspace(0, 1, granularity)`` (default 20).
+        device: torch device string (default ``cpu``).
+    """
+
+    dataset: str = "csbm"
+    root: str = "data"
+    ingredients: int = 8
+    seed: int = 0
+    init: str = "shared"
+    soups: tuple[str, ...] = ("uniform", "greedy", "gis", "ensemble")
+    granularity: int = 20
+    device: str = "cpu"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def __post_init__(self):
+        _check_str("dataset", self.dataset)
+        _check_str("root", self.root)
+        _check_int("ingredients", self.ingredients, 1, MAX_INGREDIENTS)
+        _check_int("seed", self.seed, 0, 2**63 - 1)
+        _check_choice("init", self.init, INIT_MODES)
+        if isinstance(self.soups, str) or not all(isinstance(s, str) for s in self.soups):
+            raise LadleError("soups must be a list of method names", fix='for example soups = ["uniform", "gis"]')
+        object.__setattr__(self, "soups", tuple(self.soups))
+        _check_int("granularity", self.granularity, 2, 10_000)
+        _check_str("device", self.device)
+
+    def ingredient_specs(self) -> list[IngredientSpec]:
+        shared = derive_seed(self.seed, "init")
+        return [
+            IngredientSpec(
+                index=i,
+                model=self.model,
+                train=self.train,
+                init_seed=shared if self.init == "shared" else derive_seed(self.seed, "init", i),
+                data_seed=derive_seed(self.seed, "data", i),
+            )
+            for i in range(self.ingredients)
+        ]
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["soups"] = list(self.soups)
+        if out["model"]["input_dropout"] is None:
+            del out["model"]["input_dropout"]
+        return out
+
+
+# ---------------------------------------------------------------- building
+
+
+def build_config(file_values: dict | None = None, overrides: dict | None = None, *, source: str = "config") -> RunConfig:
+    """Merge defaults, model defaults, a config file's values and flag overrides into a RunConfig.
+
+    ``overrides`` uses dotted keys for the nested tables (``{"model.hidden": 16}``); ``None``
+    values are ignored so argparse defaults can be passed straight through.
+    """
+    merged: dict[str, Any] = {}
+    for key, value in _flatten(file_values or {}, source).items():
+        merged[key] = value
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            merged[key] = value
+    _reject_unknown(merged, source)
+    name = resolve_model_name(merged.get("model.name", "gcn"))
+    defaults = {f"model.{k}": v for k, v in MODEL_DEFAULTS[name].items()}
+    defaults.update({f"train.{k}": v for k, v in TRAIN_DEFAULTS.get(name, {}).items()})
+    values = {**defaults, **merged}
+    top = {k: v for k, v in values.items() if "." not in k}
+    model = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("model.")}
+    train = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("train.")}
+    return RunConfig(**top, model=ModelConfig(**model), train=TrainConfig(**train))
+
+
+def load_toml(path: str | Path) -> dict:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise LadleError(f"config file {path} does not exist", fix="check the path given to --config") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise LadleError(f"cannot read config file {path}: {err}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise LadleError(f"{path} is not valid TOML: {err}", fix="see examples/*.toml for the layout") from None
+
+
+def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
+    return build_config(load_toml(path), overrides, source=str(path))
+
+
+def dump_toml(values: dict[str, Any]) -> str:
+    """Write the flat-plus-one-level-of-tables TOML that RunConfig needs."""
+    lines, tables = [], []
+    for key, value in values.items():
+        if isinstance(value, dict):
+            tables.append((key, value))
+        elif value is not None:
+            lines.append(f"{key} = {_toml_value(value)}")
+    for name, table in tables:
+        lines.append(f"\n[{name}]")
+        lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None)
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} to TOML")
+
+
+def _known_keys() -> set[str]:
+    keys = {f.name for f in fields(RunConfig) if f.name not in ("model", "train")}
+    keys |= {f"model.{f.name}" for f in fields(ModelConfig)}
+    keys |= {f"train.{f.name}" for f in fields(TrainConfig)}
+    return keys
+
+
+def _flatten(values: dict, source: str) -> dict[str, Any]:
+    flat = {}
+    for key, value in values.items():
+        if isinstance(value, dict):
+            if key not in ("model", "train"):
+                raise LadleError(f"{source}: unknown table [{key}]", fix=suggest(key, ["model", "train"]))
+            for sub, inner in value.items():
+                flat[f"{key}.{sub}"] = inner
+        else:
+            flat[key] = value
+    return flat
+
+
+def _reject_unknown(values: dict, source: str) -> None:
+    known = _known_keys()
+    for key in values:
+        if key not in known:
+            raise LadleError(f"{source}: unknown key {key!r}", fix=suggest(key, known))
+
+
+# ---------------------------------------------------------------- checks
+
+
+def _check_int(name, value, low, high=None):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LadleError(f"{name} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"between {low} and {high}"
+        raise LadleError(f"{name} must be {bound}, got {value}")
+
+
+def _check_float(name, value, low, high, open_low=False):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise LadleError(f"{name} must be a finite number, got {value!r}")
+    if value < low or value > high or (open_low and value == low):
+        raise LadleError(f"{name} must be in {'(' if open_low else '['}{low}, {high}], got {value}")
+
+
+def _check_prob(name, value):
+    _check_float(name, value, 0.0, 0.95)
+
+
+def _check_bool(name, value):
+    if not isinstance(value, bool):
+        raise LadleError(f"{name} must be true or false, got {value!r}")
+
+
+def _check_str(name, value):
+    if not isinstance(value, str) or not value:
+        raise LadleError(f"{name} must be a non-empty string, got {value!r}")
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise LadleError(f"{name} must be one of {', '.join(choices)}, got {value!r}", fix=suggest(str(value), choices))

@@ -1,0 +1,99 @@
+"""The Evaluator: scores weights on one split of one graph for one architecture.
+
+Soups see only this interface: ``score(state)``, ``score_many(mixes)`` and
+``score_ensemble(states)``, where a *mix* is a list of ``(coefficient, state)`` pairs. This is
+the reference path: every call materialises the mixed weights and runs a full forward.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import Tensor
+from torch.func import functional_call
+
+from ladle.config import ModelConfig
+from ladle.data.graph import Graph
+from ladle.evaluation.metrics import score_logits
+from ladle.models import build_model
+
+State = dict[str, Tensor]
+Mix = Sequence[tuple[float, State]]
+
+
+def mix_states(mix: Mix) -> State:
+    """Σ cᵢ·stateᵢ over floating tensors, summed in the mix's order.
+
+    Integer tensors (BatchNorm's ``num_batches_tracked``) are counters, not weights: they are
+    taken unchanged from the mix's first state. Zero coefficients are skipped, so a mix of one
+    state with coefficient 1 returns that state's values exactly.
+    """
+    terms = [(float(c), s) for c, s in mix if c != 0]
+    if not terms:
+        raise ValueError("a mix needs at least one non-zero coefficient")
+    first = terms[0][1]
+    out = {}
+    for key, ref in first.items():
+        if not ref.is_floating_point():
+            out[key] = ref.clone()
+            continue
+        acc = ref * terms[0][0]
+        for coef, state in terms[1:]:
+            acc = acc + state[key] * coef
+        out[key] = acc
+    return out
+
+
+def split_scores(model: torch.nn.Module, graph: Graph, splits=("train", "val", "test")) -> dict[str, float]:
+    """One eval-mode full-batch forward, scored on each split."""
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        logits = model(graph.data.x, graph.data.edge_index)
+    model.train(was_training)
+    y = graph.data.y
+    return {s: score_logits(graph.metric, logits[graph.mask(s)], y[graph.mask(s)]) for s in splits}
+
+
+class Evaluator:
+    """Full-batch scoring of weights on ``split`` (``val`` for selection, ``test`` for reporting).
+
+    Args:
+        graph: the :class:`~ladle.data.Graph`, already on ``device``.
+        model_config: architecture of every state it will score.
+        split: ``train``, ``val`` or ``test`` (default ``val``).
+        device: where the forward runs (default the graph's device).
+    """
+
+    def __init__(self, graph: Graph, model_config: ModelConfig, split: str = "val", device=None):
+        self.graph, self.split = graph, split
+        self.device = torch.device(device) if device is not None else graph.data.x.device
+        self.model = build_model(model_config, graph.num_features, graph.num_classes).to(self.device).eval()
+        self.x = graph.data.x.to(self.device)
+        self.edge_index = graph.data.edge_index.to(self.device)
+        self.mask = graph.mask(split).to(self.device)
+        self.y = graph.data.y.to(self.device)[self.mask]
+        self.forwards = 0
+
+    @torch.no_grad()
+    def logits(self, state: State) -> Tensor:
+        """[n_split, C] logits of the split's nodes."""
+        self.forwards += 1
+        state = {k: v.to(self.device) for k, v in state.items()}
+        return functional_call(self.model, state, (self.x, self.edge_index))[self.mask]
+
+    def score(self, state: State) -> float:
+        return score_logits(self.graph.metric, self.logits(state), self.y)
+
+    def score_many(self, mixes: Sequence[Mix]) -> list[float]:
+        return [self.score(mix_states(mix)) for mix in mixes]
+
+    def ensemble_logits(self, states: Sequence[State]) -> Tensor:
+        """Average of the members' probabilities (softmax, or sigmoid for multi-label), as logits."""
+        multilabel = self.graph.task == "multilabel"
+        probs = [torch.sigmoid(z) if multilabel else torch.softmax(z, -1) for z in map(self.logits, states)]
+        mean = torch.stack(probs).mean(0).clamp(1e-12, 1 - 1e-7)
+        return torch.log(mean) - torch.log1p(-mean) if multilabel else torch.log(mean)
+
+    def score_ensemble(self, states: Sequence[State]) -> float:
+        return score_logits(self.graph.metric, self.ensemble_logits(states), self.y)

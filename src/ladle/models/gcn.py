@@ -1,0 +1,11 @@
+"""GCN: Kipf & Welling, *Semi-Supervised Classification with Graph Convolutional Networks* (ICLR 2017)."""
+from torch_geometric.nn import GCNConv
+
+from ladle.models.base import GNN
+
+
+class GCN(GNN):
+    """Symmetric-normalised graph convolutions with self-loops (PyG ``GCNConv``)."""
+
+    def init_conv(self, in_channels, out_channels, *, last):
+        return GCNConv(in_channels, out_channels)

@@ -1,0 +1,38 @@
+"""Predictions of a stored model (a soup, the ensemble or one ingredient) for every node."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from ladle.data import load_graph
+from ladle.store import RunDir, load_model
+
+
+def predict(run_dir: str | Path, name: str = "gis") -> list[tuple[int, str, str]]:
+    """Rows ``(node, split, prediction)``; multi-label predictions are space-separated label ids."""
+    run = RunDir(run_dir)
+    config = run.config()
+    graph = load_graph(config.dataset, config.root)
+    names = run.ingredient_names() if name == "ensemble" else [name]
+    multilabel = graph.task == "multilabel"
+    probs = []
+    with torch.no_grad():
+        for member in names:
+            logits = load_model(run.weights_path(member))(graph.data.x, graph.data.edge_index)
+            probs.append(torch.sigmoid(logits) if multilabel else torch.softmax(logits, -1))
+    mean = torch.stack(probs).mean(0)
+    split = _split_names(graph)
+    if multilabel:
+        labels = [" ".join(map(str, row.nonzero().view(-1).tolist())) for row in mean > 0.5]
+    else:
+        labels = [str(c) for c in mean.argmax(-1).tolist()]
+    return [(i, split[i], labels[i]) for i in range(graph.num_nodes)]
+
+
+def _split_names(graph) -> list[str]:
+    names = ["none"] * graph.num_nodes
+    for split in ("train", "val", "test"):
+        for i in graph.mask(split).nonzero().view(-1).tolist():
+            names[i] = split
+    return names

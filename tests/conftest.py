@@ -1,0 +1,39 @@
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    # Tests never download anything.
+    monkeypatch.setenv("LADLE_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _threads():
+    torch.set_num_threads(2)
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    if not (SHARED / "data").is_dir():
+        pytest.skip("../shared/data is not beside the project")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def planetoid_root(shared, tmp_path_factory) -> Path:
+    """A writable copy of the Planetoid raw files (../shared is read-only in CI)."""
+    root = tmp_path_factory.mktemp("planetoid")
+    for name in ("Cora", "CiteSeer"):
+        shutil.copytree(shared / "data" / "planetoid" / name / "raw", root / name / "raw")
+    return root
+
+
+@pytest.fixture(scope="session")
+def cornell(shared) -> Path:
+    return shared / "data" / "npz" / "cornell.npz"
