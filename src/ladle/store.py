@@ -146,7 +146,7 @@ class RunDir:
     def is_run(self) -> bool:
         return (self.path / "config.toml").is_file()
 
-    def create(self, config: RunConfig) -> "RunDir":
+    def create(self, config: RunConfig) -> RunDir:
         if self.path.exists() and not self.path.is_dir():
             raise LadleError(f"{self.path} exists and is not a folder", fix="choose another --out")
         if self.path.exists() and any(self.path.iterdir()):

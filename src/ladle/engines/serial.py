@@ -1,7 +1,7 @@
 """The serial engine: ingredients one after another in this process (the reference engine)."""
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ladle.config import IngredientSpec
 from ladle.data.graph import Graph

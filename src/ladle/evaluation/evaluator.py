@@ -6,7 +6,7 @@ the reference path: every call materialises the mixed weights and runs a full fo
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from torch import Tensor

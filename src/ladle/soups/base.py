@@ -5,8 +5,9 @@ it cannot see test labels, so it cannot select on them.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 from torch import Tensor
 

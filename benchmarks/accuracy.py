@@ -1,0 +1,109 @@
+"""Accuracy of soups against the best single ingredient on Cora and CiteSeer.
+
+Repeats the whole ladle pipeline (train K ingredients from one shared initialisation, soup,
+score) for every dataset x model x pipeline seed, and prints mean ± std test accuracy of the
+best ingredient (chosen by validation), each soup and the ensemble, beside the published
+single-model figures. Pipelines run in parallel worker processes of one torch thread each.
+
+    python benchmarks/accuracy.py                     # 5 seeds, 8 ingredients, all four models
+    python benchmarks/accuracy.py --ingredients 4 --seeds 5 --workers 2
+
+The last line is key=value pairs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+PUBLISHED = {("Cora", "gcn"): 81.5, ("CiteSeer", "gcn"): 70.3, ("Cora", "gat"): 83.0, ("CiteSeer", "gat"): 72.5}
+ROWS = ["best ingredient", "ingredients mean", "uniform", "greedy", "gis", "ensemble"]
+
+
+def one_pipeline(job: dict) -> dict:
+    import torch
+
+    torch.set_num_threads(1)
+    from ladle import api
+    from ladle.config import build_config
+
+    values = {"dataset": job["dataset"], "root": job["root"], "ingredients": job["ingredients"],
+              "seed": job["seed"], "model": {"name": job["model"]}}
+    if job["epochs"]:
+        values["train"] = {"epochs": job["epochs"]}
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        results = api.run(build_config(values), Path(tmp) / "run")
+    scores = {"best ingredient": results["best_ingredient"], "ingredients mean": results["ingredient_mean"]}
+    scores.update({name: s for name, s in results["soups"].items()})
+    return {**job, "seconds": time.perf_counter() - start,
+            "test": {k: v["test"] for k, v in scores.items()}, "val": {k: v["val"] for k, v in scores.items()}}
+
+
+def summarise(records: list[dict]) -> tuple[str, dict]:
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["dataset"], r["model"]), []).append(r)
+    lines = ["| dataset | model | " + " | ".join(ROWS) + " | published single model |",
+             "|---" * (len(ROWS) + 3) + "|"]
+    figures = {}
+    gis_ok = True
+    for (dataset, model), group in sorted(groups.items()):
+        cells = []
+        for row in ROWS:
+            values = [100 * g["test"][row] for g in group if row in g["test"]]
+            std = statistics.stdev(values) if len(values) > 1 else 0.0
+            cells.append(f"{statistics.fmean(values):.2f} ± {std:.2f}")
+            figures[f"{model}_{dataset.lower()}_{row.replace(' ', '_')}"] = round(statistics.fmean(values), 2)
+        best = statistics.fmean(g["test"]["best ingredient"] for g in group)
+        gis = statistics.fmean(g["test"]["gis"] for g in group)
+        gis_ok &= gis >= best
+        published = PUBLISHED.get((dataset, model))
+        lines.append(f"| {dataset} | {model} | " + " | ".join(cells) + f" | {published or ''} |")
+    figures["gis_ge_best_everywhere"] = str(gis_ok).lower()
+    return "\n".join(lines), figures
+
+
+def main(argv=None) -> int:
+    here = Path(__file__).resolve().parent
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default=str(here.parent.parent / "shared" / "data" / "planetoid"))
+    parser.add_argument("--datasets", default="Cora,CiteSeer")
+    parser.add_argument("--models", default="gcn,sage,gat,gin")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--ingredients", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=0, help="0: each model's default")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--jsonl", default=str(here / "results" / "accuracy.jsonl"))
+    args = parser.parse_args(argv)
+
+    jobs = [{"dataset": d, "model": m, "seed": s, "root": args.root, "ingredients": args.ingredients,
+             "epochs": args.epochs}
+            for d in args.datasets.split(",") for m in args.models.split(",") for s in range(args.seeds)]
+    start = time.perf_counter()
+    Path(args.jsonl).parent.mkdir(parents=True, exist_ok=True)
+    records = []
+    with open(args.jsonl, "w") as log, ProcessPoolExecutor(args.workers) as pool:
+        for record in pool.map(one_pipeline, jobs):
+            records.append(record)
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            print(f"{record['dataset']:9s} {record['model']:5s} seed {record['seed']}: "
+                  f"best {100 * record['test']['best ingredient']:.2f} gis {100 * record['test']['gis']:.2f} "
+                  f"({record['seconds']:.0f}s)", file=sys.stderr, flush=True)
+    table, figures = summarise(records)
+    print(f"test accuracy (%), mean ± std over {args.seeds} pipeline seeds, {args.ingredients} ingredients each; "
+          "best ingredient chosen by validation")
+    print(table)
+    figures["minutes"] = round((time.perf_counter() - start) / 60, 1)
+    print(" ".join(f"{k}={v}" for k, v in figures.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

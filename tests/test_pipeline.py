@@ -1,0 +1,175 @@
+"""End to end through the CLI and the API, on a small csbm and on Cora."""
+import csv
+import json
+
+import pytest
+import torch
+
+from ladle import api, load_model
+from ladle.cli import main
+from ladle.config import build_config
+from ladle.store import RunDir
+
+SMALL = "csbm:nodes=400,classes=3,features=8,degree=6,signal=0.7"
+
+
+def small_config(**extra):
+    values = {"dataset": SMALL, "ingredients": 3, "train": {"epochs": 25}, "model": {"hidden": 16}}
+    values.update(extra)
+    return build_config(values)
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "small"
+    code = main(["run", "--dataset", SMALL, "--ingredients", "3", "--epochs", "25", "--hidden", "16",
+                 "--out", str(out), "--quiet"])
+    assert code == 0
+    return out
+
+
+def test_run_writes_every_file(small_run):
+    names = {p.name for p in small_run.iterdir()}
+    assert {"config.toml", "ingredients", "soups", "results.json", "results.jsonl", "report.md", "plots"} <= names
+    assert sorted(p.name for p in (small_run / "ingredients").iterdir()) == [
+        f"ingredient-0{i}.{ext}" for i in range(3) for ext in ("json", "safetensors")]
+    assert {p.name for p in (small_run / "soups").iterdir()} == {
+        "uniform.json", "uniform.safetensors", "greedy.json", "greedy.safetensors", "gis.json",
+        "gis.safetensors", "ensemble.json"}
+    assert {p.name for p in (small_run / "plots").iterdir()} == {"ingredients_vs_soups.png", "gis_curves.png"}
+    sidecar = json.loads((small_run / "ingredients" / "ingredient-01.json").read_text())
+    assert {"spec", "seeds", "history", "dataset", "model", "sha256"} - set(sidecar) == {"spec"}
+    assert len(sidecar["history"]) == 25 and sidecar["dataset"]["fingerprint"]
+
+
+def test_results_json_shape_and_honesty(small_run):
+    results = json.loads((small_run / "results.json").read_text())
+    assert {"name", "val", "test"} <= set(results["ingredients"][0])
+    assert set(results["best_ingredient"]) == {"name", "val", "test"}
+    best = max(results["ingredients"], key=lambda r: r["val"])
+    assert results["best_ingredient"]["name"] == best["name"]  # chosen by validation
+    for name in ("uniform", "greedy", "gis", "ensemble"):
+        assert {"val", "test", "seconds"} <= set(results["soups"][name])
+    assert results["soups"]["ensemble"]["is_soup"] is False
+    # GIS and greedy start from the best ingredient and never accept a drop on validation.
+    assert results["soups"]["gis"]["val"] >= best["val"]
+    assert results["soups"]["greedy"]["val"] >= best["val"]
+    lines = (small_run / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 3 + 4 and all(json.loads(line) for line in lines)
+
+
+def test_soup_command_reproduces_weights_bit_for_bit(small_run):
+    before = {p.name: p.read_bytes() for p in (small_run / "soups").glob("*.safetensors")}
+    assert main(["soup", str(small_run), "--quiet"]) == 0
+    after = {p.name: p.read_bytes() for p in (small_run / "soups").glob("*.safetensors")}
+    assert before == after
+    assert main(["soup", str(small_run), "--method", "GIS", "--quiet"]) == 0
+    assert (small_run / "soups" / "gis.safetensors").read_bytes() == before["gis.safetensors"]
+
+
+def test_same_config_gives_bit_identical_ingredients(tmp_path):
+    _, _, a = api.train(small_config(ingredients=2), tmp_path / "a")
+    _, _, b = api.train(small_config(ingredients=2), tmp_path / "b")
+    for ra, rb in zip(a, b):
+        assert all(torch.equal(ra.state[k], rb.state[k]) for k in ra.state)
+    # Different data seeds: the two ingredients differ.
+    assert any(not torch.equal(a[0].state[k], a[1].state[k]) for k in a[0].state)
+
+
+def test_shared_initialisation_by_default(tmp_path):
+    from ladle.models import build_model
+
+    config = small_config(init="shared")
+    specs = config.ingredient_specs()
+    first = [build_model(config.model, 8, 3, init_seed=s.init_seed).state_dict() for s in specs]
+    assert all(torch.equal(first[0][k], other[k]) for other in first[1:] for k in first[0])
+
+
+def test_load_model_and_predict(small_run, tmp_path):
+    model = load_model(small_run, "gis")
+    assert isinstance(model, torch.nn.Module) and not model.training
+    out = tmp_path / "preds.csv"
+    assert main(["predict", str(small_run), "--model", "gis", "--out", str(out)]) == 0
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 400 and {r["split"] for r in rows} == {"train", "val", "test"}
+    assert {r["prediction"] for r in rows} <= {"0", "1", "2"}
+    # The predictions are the soup's: test accuracy recomputed from the CSV equals results.json.
+    from ladle.data import load_graph
+
+    graph = load_graph(SMALL)
+    y = graph.data.y.tolist()
+    test_rows = [r for r in rows if r["split"] == "test"]
+    acc = sum(int(r["prediction"]) == y[int(r["node"])] for r in test_rows) / len(test_rows)
+    assert acc == pytest.approx(json.loads((small_run / "results.json").read_text())["soups"]["gis"]["test"])
+    assert main(["predict", str(small_run), "--model", "ensemble", "--out", str(out)]) == 0
+
+
+def test_report_command_and_table(small_run, capsys):
+    assert main(["report", str(small_run)]) == 0
+    printed = capsys.readouterr().out
+    assert "best ingredient" in printed and "gis" in printed and "not a soup" in printed
+    assert "| gis |" in (small_run / "report.md").read_text()
+
+
+def test_soup_refuses_ingredients_of_another_graph(small_run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(small_run, copy)
+    config = (copy / "config.toml").read_text().replace("signal=0.7", "signal=0.8")
+    (copy / "config.toml").write_text(config)
+    assert main(["soup", str(copy), "--quiet"]) == 2
+
+
+def test_cora_end_to_end(planetoid_root, tmp_path):
+    config = build_config({"dataset": "Cora", "root": str(planetoid_root), "ingredients": 2,
+                           "train": {"epochs": 40}, "soups": ["uniform", "gis"], "granularity": 5})
+    results = api.run(config, tmp_path / "cora")
+    assert results["dataset"]["name"] == "Cora"
+    assert results["best_ingredient"]["test"] > 0.7
+    assert results["soups"]["gis"]["val"] >= results["best_ingredient"]["val"]
+    assert RunDir(tmp_path / "cora").config() == config
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["run", "--dataset", "Corra"], "did you mean 'Cora'"),
+    (["run", "--epochs", "0"], "train.epochs must be"),
+    (["run", "--soups", "gis,greedie"], "unknown soup method 'greedie'"),
+    (["run", "--model", "gcnn"], "unknown model"),
+    (["soup", "/nonexistent/run"], "is not a ladle run"),
+    (["run", "--device", "cuda:0"], "no CUDA GPU"),
+])
+def test_cli_errors_are_one_clear_message(argv, needle, capsys, tmp_path):
+    if argv[0] == "run":
+        argv = argv + ["--out", str(tmp_path / "r")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+
+
+def test_config_file_with_flag_override(tmp_path):
+    cfg = tmp_path / "exp.toml"
+    cfg.write_text(f'dataset = "{SMALL}"\ningredients = 2\nsoups = ["uniform"]\n[train]\nepochs = 5\n'
+                   '[model]\nname = "sage"\nhidden = 8\n')
+    out = tmp_path / "r"
+    assert main(["run", "--config", str(cfg), "--hidden", "12", "--out", str(out), "--quiet"]) == 0
+    saved = RunDir(out).config()
+    assert saved.model.name == "sage" and saved.model.hidden == 12 and saved.soups == ("uniform",)
+
+
+def test_training_keeps_the_best_validation_weights():
+    from ladle.data import load_graph
+    from ladle.evaluation import split_scores
+    from ladle.models import build_model
+    from ladle.train import train_ingredient
+
+    graph = load_graph(SMALL)
+    spec = small_config(train={"epochs": 30, "eval_every": 3}).ingredient_specs()[0]
+    record = train_ingredient(spec, graph)
+    vals = [h["val"] for h in record.history]
+    assert [h["epoch"] for h in record.history] == list(range(3, 31, 3))
+    assert record.val == max(vals)
+    assert record.best_epoch == record.history[vals.index(max(vals))]["epoch"]  # ties keep the earlier epoch
+    model = build_model(spec.model, graph.num_features, graph.num_classes)
+    model.load_state_dict(record.state)
+    assert split_scores(model, graph)["val"] == record.val

@@ -1,0 +1,121 @@
+"""Soups on hand-made state dicts, scored by evaluators whose answers are known exactly."""
+import pytest
+import torch
+
+from ladle.config import ModelConfig
+from ladle.errors import LadleError
+from ladle.evaluation import mix_states
+from ladle.soups import Ingredient, get_soup
+from ladle.soups.gis import choose_alpha
+
+MODEL = ModelConfig()
+
+
+class FakeEvaluator:
+    """Scores a state by a function of its weights; counts the calls like the real one."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def score(self, state):
+        return float(self.fn(state))
+
+    def score_many(self, mixes):
+        return [self.score(mix_states(m)) for m in mixes]
+
+    def score_ensemble(self, states):
+        return max(self.score(s) for s in states)
+
+
+def ing(name, w, **extra):
+    return Ingredient(name, {"w": torch.tensor(w, dtype=torch.float32), **extra}, MODEL, f"{name}.safetensors")
+
+
+def closeness(target):
+    target = torch.tensor(target)
+    return FakeEvaluator(lambda s: -float((s["w"] - target).abs().sum()))
+
+
+def test_uniform_is_the_exact_average():
+    result = get_soup("Uniform")([ing("a", [0.0, 4.0]), ing("b", [2.0, 0.0]), ing("c", [1.0, 2.0])],
+                                 closeness([0, 0]))
+    assert result.state["w"].tolist() == [1.0, 2.0]
+    assert result.coefficients == pytest.approx({"a": 1 / 3, "b": 1 / 3, "c": 1 / 3})
+
+
+def test_greedy_adds_only_what_does_not_hurt():
+    # Target 1: "a" (w=1) is best; averaging with "b" (w=3) gives 2 (worse), with "c" (w=1) stays 1 (a tie: added).
+    result = get_soup("greedy")([ing("b", [3.0]), ing("a", [1.0]), ing("c", [1.0])], closeness([1.0]))
+    assert [t["ingredient"] for t in result.trace] == ["a", "c", "b"]
+    assert [t["accepted"] for t in result.trace] == [True, True, False]
+    assert set(result.coefficients) == {"a", "c"} and result.state["w"].tolist() == [1.0]
+
+
+def test_gis_finds_the_known_alpha():
+    # soup=a (w=0, best), ingredient b (w=4); target 1 = 0.75*a + 0.25*b, so α = 0.75 is on the grid of 5.
+    a, b = ing("a", [0.0]), ing("b", [4.0])
+    result = get_soup("GIS")([b, a], closeness([1.0]), granularity=5)
+    step = result.trace[1]
+    assert step["alphas"] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert step["alpha"] == 0.75 and step["score"] == 0.0
+    assert result.coefficients == {"a": 0.75, "b": 0.25}
+    assert result.state["w"].tolist() == [1.0]
+
+
+def test_gis_never_drops_below_the_best_ingredient_and_ties_go_to_larger_alpha():
+    flat = FakeEvaluator(lambda s: 0.5)
+    result = get_soup("gis")([ing("a", [0.0]), ing("b", [9.0]), ing("c", [5.0])], flat, granularity=4)
+    assert all(step["alpha"] == 1.0 for step in result.trace[1:])
+    assert result.coefficients == {"a": 1.0} and result.state["w"].tolist() == [0.0]
+    assert choose_alpha([0.0, 0.5, 1.0], [0.7, 0.7, 0.6]) == 1
+    assert choose_alpha([0.0, 0.5, 1.0], [0.9, 0.7, 0.6]) == 0
+
+
+def test_gis_three_steps_keep_coefficients_over_ingredients():
+    # Scores prefer w close to 2; ranking: a (w=2) best, then b (w=0), then c (w=4).
+    ev = closeness([2.0])
+    result = get_soup("gis")([ing("b", [0.0]), ing("a", [2.0]), ing("c", [3.0])], ev, granularity=3)
+    assert abs(sum(result.coefficients.values()) - 1.0) < 1e-12
+    expected = mix_states([(c, {"a": ing("a", [2.0]), "b": ing("b", [0.0]), "c": ing("c", [3.0])}[n].state)
+                           for n, c in result.coefficients.items()])
+    assert torch.equal(result.state["w"], expected["w"])
+
+
+def test_integer_buffers_stay_integer_and_come_from_the_best():
+    a = ing("a", [1.0], num_batches_tracked=torch.tensor(7))
+    b = ing("b", [3.0], num_batches_tracked=torch.tensor(9))
+    result = get_soup("uniform")([a, b], closeness([1.0]))
+    assert result.state["num_batches_tracked"].dtype == torch.int64
+    assert int(result.state["num_batches_tracked"]) == 7
+    assert result.state["w"].tolist() == [2.0]
+
+
+def test_ensemble_is_not_a_soup():
+    result = get_soup("ensemble")([ing("a", [1.0]), ing("b", [2.0])], closeness([1.0]))
+    assert result.state is None and result.is_soup is False and result.val == 0.0
+
+
+@pytest.mark.parametrize("other, needle", [
+    (Ingredient("x", {"w": torch.zeros(2)}, MODEL, "x.safetensors"), "tensor w is torch.float32[2]"),
+    (Ingredient("x", {"w": torch.zeros(1, dtype=torch.float64)}, MODEL, "x.safetensors"), "float64"),
+    (Ingredient("x", {"v": torch.zeros(1)}, MODEL, "x.safetensors"), "different tensor names"),
+    (Ingredient("x", {"w": torch.zeros(1)}, ModelConfig(name="sage"), "x.safetensors"), "different model configs"),
+])
+@pytest.mark.parametrize("method", ["uniform", "greedy", "gis", "ensemble"])
+def test_mixed_ingredients_are_refused_naming_the_file(method, other, needle):
+    with pytest.raises(LadleError) as err:
+        get_soup(method)([ing("a", [1.0]), other], closeness([1.0]))
+    assert needle in str(err.value) and "x.safetensors" in str(err.value)
+
+
+def test_registry_names_and_misses():
+    assert get_soup("G-I-S").name == "gis"
+    with pytest.raises(LadleError, match="did you mean 'greedy'"):
+        get_soup("greedie")
+
+
+def test_mix_states_is_exact_for_single_members_and_skips_zeros():
+    s = {"w": torch.tensor([0.1, 0.2])}
+    assert torch.equal(mix_states([(1.0, s), (0.0, {"w": torch.tensor([9.0, 9.0])})])["w"], s["w"])
+    with pytest.raises(ValueError):
+        mix_states([(0.0, s)])
