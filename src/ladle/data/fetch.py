@@ -1,0 +1,39 @@
+"""Files a loader needs: present, downloaded by the dataset's own library, or one clear error."""
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Callable
+
+from ladle.errors import LadleError
+
+log = logging.getLogger(__name__)
+
+
+def offline() -> bool:
+    return os.environ.get("LADLE_OFFLINE", "").lower() not in ("", "0", "false", "no")
+
+
+def require_files(name: str, root, folder: Path, expected: list[str], download: Callable[[], None]) -> None:
+    """Make sure ``folder`` holds ``expected``; download with the library's own code if not.
+
+    Offline (``LADLE_OFFLINE=1``) or when the download fails, raise an error that names the
+    dataset, the root and every expected file.
+    """
+    if all((folder / f).exists() for f in expected):
+        return
+    missing = [f for f in expected if not (folder / f).exists()]
+    where = f"dataset {name}: {len(missing)} file(s) missing under root {root}: expected in {folder}: " + ", ".join(expected)
+    if offline():
+        raise LadleError(where, fix="copy the files there, or unset LADLE_OFFLINE to let ladle download them")
+    log.info("downloading %s into %s", name, root)
+    try:
+        download()
+    except LadleError:
+        raise
+    except Exception as err:  # network errors come in many types; all mean the same to the user
+        raise LadleError(f"{where} (download failed: {type(err).__name__}: {err})",
+                         fix="connect to the internet or copy the files there by hand") from None
+    if not all((folder / f).exists() for f in expected):
+        raise LadleError(where, fix="the download did not produce them; copy them there by hand")
