@@ -1,8 +1,9 @@
 """The dataset registry: ``load_graph(name, root)`` resolves every name ladle knows."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 from ladle.data.graph import Graph
 from ladle.errors import LadleError, normalise_name, suggest

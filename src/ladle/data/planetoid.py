@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ladle.data.graph import Graph, make_graph
 from ladle.data.fetch import require_files
+from ladle.data.graph import Graph, make_graph
 
 NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
 SUFFIXES = ("x", "tx", "allx", "y", "ty", "ally", "graph", "test.index")
