@@ -49,8 +49,8 @@ def summarise(records: list[dict]) -> tuple[str, dict]:
     groups: dict[tuple[str, str], list[dict]] = {}
     for r in records:
         groups.setdefault((r["dataset"], r["model"]), []).append(r)
-    lines = ["| dataset | model | " + " | ".join(ROWS) + " | published single model |",
-             "|---" * (len(ROWS) + 3) + "|"]
+    lines = ["| dataset | model | n | " + " | ".join(ROWS) + " | published single model |",
+             "|---" * (len(ROWS) + 4) + "|"]
     figures = {}
     gis_ok = True
     for (dataset, model), group in sorted(groups.items()):
@@ -64,7 +64,7 @@ def summarise(records: list[dict]) -> tuple[str, dict]:
         gis = statistics.fmean(g["test"]["gis"] for g in group)
         gis_ok &= gis >= best
         published = PUBLISHED.get((dataset, model))
-        lines.append(f"| {dataset} | {model} | " + " | ".join(cells) + f" | {published or ''} |")
+        lines.append(f"| {dataset} | {model} | {len(group)} | " + " | ".join(cells) + f" | {published or ''} |")
     figures["gis_ge_best_everywhere"] = str(gis_ok).lower()
     return "\n".join(lines), figures
 
@@ -79,16 +79,24 @@ def main(argv=None) -> int:
     parser.add_argument("--ingredients", type=int, default=8)
     parser.add_argument("--epochs", type=int, default=0, help="0: each model's default")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--jsonl", default=str(here / "results" / "accuracy.jsonl"))
+    parser.add_argument("--jsonl", default=str(here / "results" / "accuracy.jsonl"),
+                        help="one JSON object per pipeline; existing records are kept and their jobs skipped")
+    parser.add_argument("--summarise", action="store_true", help="only print the table of the records in --jsonl")
     args = parser.parse_args(argv)
 
+    path = Path(args.jsonl)
+    records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    if args.summarise:
+        return _print(records, args, 0.0)
+    done = {(r["dataset"], r["model"], r["seed"], r["ingredients"], r["epochs"]) for r in records}
+    # Seed-major order: a run stopped early still covers every dataset x model.
     jobs = [{"dataset": d, "model": m, "seed": s, "root": args.root, "ingredients": args.ingredients,
              "epochs": args.epochs}
-            for d in args.datasets.split(",") for m in args.models.split(",") for s in range(args.seeds)]
+            for s in range(args.seeds) for d in args.datasets.split(",") for m in args.models.split(",")
+            if (d, m, s, args.ingredients, args.epochs) not in done]
     start = time.perf_counter()
-    Path(args.jsonl).parent.mkdir(parents=True, exist_ok=True)
-    records = []
-    with open(args.jsonl, "w") as log, ProcessPoolExecutor(args.workers) as pool:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as log, ProcessPoolExecutor(args.workers) as pool:
         for record in pool.map(one_pipeline, jobs):
             records.append(record)
             log.write(json.dumps(record) + "\n")
@@ -96,11 +104,17 @@ def main(argv=None) -> int:
             print(f"{record['dataset']:9s} {record['model']:5s} seed {record['seed']}: "
                   f"best {100 * record['test']['best ingredient']:.2f} gis {100 * record['test']['gis']:.2f} "
                   f"({record['seconds']:.0f}s)", file=sys.stderr, flush=True)
+    return _print(records, args, time.perf_counter() - start)
+
+
+def _print(records: list[dict], args, seconds: float) -> int:
     table, figures = summarise(records)
-    print(f"test accuracy (%), mean ± std over {args.seeds} pipeline seeds, {args.ingredients} ingredients each; "
-          "best ingredient chosen by validation")
+    seeds = sorted({r["seed"] for r in records})
+    print(f"test accuracy (%), mean ± std over pipeline seeds {seeds}, {args.ingredients} ingredients each; "
+          "best ingredient chosen by validation; the n column counts the pipelines")
     print(table)
-    figures["minutes"] = round((time.perf_counter() - start) / 60, 1)
+    figures["pipelines"] = len(records)
+    figures["minutes"] = round(seconds / 60, 1)
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
     return 0
 

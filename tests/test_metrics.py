@@ -33,3 +33,20 @@ def test_score_logits_follows_the_metric():
     logits = torch.tensor([[2.0, -1.0], [-3.0, 0.5]])
     assert score_logits("acc", logits, torch.tensor([0, 1])) == 1.0
     assert score_logits("f1", logits, torch.tensor([[1.0, 0.0], [0.0, 1.0]])) == 1.0
+
+
+def test_same_numbers_as_ogb_evaluator():
+    nodeprop = pytest.importorskip("ogb.nodeproppred")
+    from ladle.evaluation.metrics import evaluate
+
+    gen = torch.Generator().manual_seed(1)
+    y_true = torch.randint(0, 40, (300, 1), generator=gen)
+    y_pred = torch.randint(0, 40, (300, 1), generator=gen)
+    y_pred[:100] = y_true[:100]
+    ours = evaluate("acc", {"y_true": y_true, "y_pred": y_pred})
+    assert ours == pytest.approx(nodeprop.Evaluator("ogbn-arxiv").eval({"y_true": y_true, "y_pred": y_pred}))
+    labels = (torch.rand(300, 112, generator=gen) > 0.7).long()
+    scores = torch.rand(300, 112, generator=gen)
+    ours = evaluate("rocauc", {"y_true": labels, "y_pred": scores})
+    theirs = nodeprop.Evaluator("ogbn-proteins").eval({"y_true": labels, "y_pred": scores})
+    assert ours["rocauc"] == pytest.approx(theirs["rocauc"], abs=1e-10)

@@ -30,7 +30,9 @@ def build_results(run_dir: RunDir) -> dict:
         "test": statistics.fmean(r["test"] for r in ingredients), "test_std": _std([r["test"] for r in ingredients]),
     }
     soups = {}
-    for name, s in run_dir.soup_sidecars().items():
+    stored = run_dir.soup_sidecars()
+    order = [m for m in config.soups if m in stored] + sorted(set(stored) - set(config.soups))
+    for name, s in ((n, stored[n]) for n in order):
         soups[name] = {
             "val": s["scores"]["val"], "test": s["scores"]["test"],
             "gain_val": s["scores"]["val"] - best["val"], "gain_test": s["scores"]["test"] - best["test"],

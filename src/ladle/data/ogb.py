@@ -65,7 +65,7 @@ def load_ogb(key: str, root: str | Path) -> Graph:
     else:
         x = _mean_edge_features(edge_index, torch.from_numpy(graph["edge_feat"]).float(), n)
     multilabel = int(meta["num tasks"]) > 1
-    y = torch.from_numpy(np.asarray(labels))
+    y = torch.from_numpy(np.array(labels))
     if multilabel:
         task, metric, classes = "multilabel", meta["eval metric"], int(meta["num tasks"])
     else:

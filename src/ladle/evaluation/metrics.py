@@ -62,6 +62,15 @@ def _average_ranks(scores: Tensor) -> Tensor:
 METRICS = {"acc": accuracy, "f1": micro_f1, "rocauc": rocauc}
 
 
+def evaluate(metric: str, input_dict: dict) -> dict[str, float]:
+    """OGB's ``Evaluator.eval`` contract: ``{"y_true": ..., "y_pred": ...}`` -> ``{metric: value}``.
+
+    Accepts torch tensors or numpy arrays, shaped as OGB documents for the metric.
+    """
+    y_true, y_pred = (torch.as_tensor(input_dict[k]) for k in ("y_true", "y_pred"))
+    return {metric: METRICS[metric](y_true, y_pred)}
+
+
 def score_logits(metric: str, logits: Tensor, y: Tensor) -> float:
     """Score [N, C] logits against labels with the named metric (argmax, threshold 0, or raw scores)."""
     if metric == "acc":
