@@ -59,7 +59,7 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
     graph = graph if graph is not None else load_graph(config.dataset, config.root)
     ingredients, model_config, fingerprints = load_ingredients(run_dir, graph)
     device = torch.device(config.device)
-    graph_dev = graph if device.type == "cpu" else _graph_to(graph, device)
+    graph_dev = graph.to(device)
     val = Evaluator(graph_dev, model_config, "val")
     test = Evaluator(graph_dev, model_config, "test")
     written = {}
@@ -121,12 +121,6 @@ def load_ingredients(run_dir: RunDir, graph: Graph) -> tuple[list[Ingredient], o
 
 def _model_entry(model_config, graph: Graph) -> dict:
     return {**model_config.__dict__, "in_channels": graph.num_features, "out_channels": graph.num_classes}
-
-
-def _graph_to(graph: Graph, device) -> Graph:
-    from dataclasses import replace
-
-    return replace(graph, data=graph.data.to(device))
 
 
 def _check_device(device: str) -> None:

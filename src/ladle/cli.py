@@ -25,6 +25,9 @@ FLAG_KEYS = {
     "heads": "model.heads", "ingredients": "ingredients", "epochs": "train.epochs", "lr": "train.lr",
     "weight_decay": "train.weight_decay", "eval_every": "train.eval_every", "seed": "seed", "init": "init",
     "soups": "soups", "granularity": "granularity", "device": "device",
+    "sampler": "sampler.name", "fanouts": "sampler.fanouts", "batch_size": "sampler.batch_size",
+    "parts": "sampler.parts", "parts_per_batch": "sampler.parts_per_batch", "budget": "sampler.budget",
+    "walk_length": "sampler.walk_length", "steps": "sampler.steps",
 }
 
 
@@ -111,9 +114,25 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--seed", type=int, help="pipeline seed (default 0)")
     g.add_argument("--init", choices=["shared", "independent"], help="initialisation across ingredients (default shared)")
     g.add_argument("--device", help="torch device: cpu, cuda, cuda:N (default cpu)")
+    g = p.add_argument_group("sampling")
+    g.add_argument("--sampler", help="full, neighbor, cluster, saint-node, saint-edge, saint-rw (default full)")
+    g.add_argument("--fanouts", type=_int_list, help="neighbours per layer, e.g. 15,10 (neighbor)")
+    g.add_argument("--batch-size", type=int, help="seed nodes per batch (neighbor; default 512)")
+    g.add_argument("--parts", type=int, help="METIS parts (cluster; default 32)")
+    g.add_argument("--parts-per-batch", type=int, help="parts per batch (cluster; default 4)")
+    g.add_argument("--budget", type=int, help="nodes, edges or walk roots per subgraph (saint-*; default 1000)")
+    g.add_argument("--walk-length", type=int, help="random-walk length (saint-rw; default 2)")
+    g.add_argument("--steps", type=int, help="subgraphs per epoch, 0 = about one pass over the nodes (saint-*)")
     g = p.add_argument_group("soups")
     g.add_argument("--soups", type=_comma_list, help="comma-separated methods (default uniform,greedy,gis,ensemble)")
     g.add_argument("--granularity", type=int, help="GIS α grid size (default 20)")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(item) for item in text.split(",") if item.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
 
 
 def _comma_list(text: str) -> list[str]:

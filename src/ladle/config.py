@@ -103,6 +103,65 @@ class TrainConfig:
         _check_int("train.eval_every", self.eval_every, 1, self.epochs)
 
 
+SAMPLERS = ("full", "neighbor", "cluster", "saint-node", "saint-edge", "saint-rw")
+
+
+def resolve_sampler_name(name: str) -> str:
+    key = normalise_name(str(name))
+    for choice in SAMPLERS:
+        if normalise_name(choice) == key:
+            return choice
+    aliases = {"clustergcn": "cluster", "sage": "neighbor", "neighbour": "neighbor", "saintrw": "saint-rw",
+               "graphsaint": "saint-rw"}
+    if key in aliases:
+        return aliases[key]
+    raise LadleError(f"unknown sampler {name!r}", fix=suggest(str(name), SAMPLERS))
+
+
+@dataclass(frozen=True)
+class SamplerConfig:
+    """How an ingredient sees the graph during training.
+
+    Args:
+        name: ``full`` (default), ``neighbor``, ``cluster``, ``saint-node``, ``saint-edge``, ``saint-rw``.
+        fanouts: neighbours sampled per layer, outermost hop first (neighbor; default 15,10).
+        batch_size: seed (training) nodes per mini-batch (neighbor; default 512).
+        parts: METIS parts of the graph (cluster; default 32).
+        parts_per_batch: parts joined into one batch, with all edges among them (cluster; default 4).
+        budget: nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per subgraph (default 1000).
+        walk_length: random-walk length (saint-rw; default 2).
+        steps: subgraphs per epoch; 0 means enough to cover the nodes about once (saint; default 0).
+        coverage: pre-sampled subgraphs per node, on average, to estimate GraphSAINT's normalisations (default 20).
+    """
+
+    name: str = "full"
+    fanouts: tuple[int, ...] = (15, 10)
+    batch_size: int = 512
+    parts: int = 32
+    parts_per_batch: int = 4
+    budget: int = 1000
+    walk_length: int = 2
+    steps: int = 0
+    coverage: int = 20
+
+    def __post_init__(self):
+        object.__setattr__(self, "name", resolve_sampler_name(self.name))
+        if isinstance(self.fanouts, (str, int)) or not all(
+                isinstance(f, int) and not isinstance(f, bool) for f in self.fanouts):
+            raise LadleError(f"sampler.fanouts must be a list of integers, got {self.fanouts!r}",
+                             fix="for example fanouts = [15, 10] (or --fanouts 15,10)")
+        object.__setattr__(self, "fanouts", tuple(self.fanouts))
+        for i, f in enumerate(self.fanouts):
+            _check_int(f"sampler.fanouts[{i}]", f, 1)
+        _check_int("sampler.batch_size", self.batch_size, 1)
+        _check_int("sampler.parts", self.parts, 1)
+        _check_int("sampler.parts_per_batch", self.parts_per_batch, 1, self.parts)
+        _check_int("sampler.budget", self.budget, 1)
+        _check_int("sampler.walk_length", self.walk_length, 1, 100)
+        _check_int("sampler.steps", self.steps, 0)
+        _check_int("sampler.coverage", self.coverage, 1, 10_000)
+
+
 @dataclass(frozen=True)
 class IngredientSpec:
     """Everything one worker needs to train one ingredient, and nothing else."""
@@ -112,6 +171,7 @@ class IngredientSpec:
     train: TrainConfig
     init_seed: int
     data_seed: int
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
     @property
     def name(self) -> str:
@@ -143,6 +203,7 @@ class RunConfig:
     device: str = "cpu"
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
+    sampler: SamplerConfig = field(default_factory=SamplerConfig)
 
     def __post_init__(self):
         _check_str("dataset", self.dataset)
@@ -155,6 +216,9 @@ class RunConfig:
         object.__setattr__(self, "soups", tuple(self.soups))
         _check_int("granularity", self.granularity, 2, 10_000)
         _check_str("device", self.device)
+        if self.sampler.name == "neighbor" and len(self.sampler.fanouts) != self.model.layers:
+            raise LadleError(f"sampler.fanouts has {len(self.sampler.fanouts)} entries for a {self.model.layers}-layer "
+                             "model", fix="give one fanout per layer, for example --fanouts 15,10 for 2 layers")
 
     def ingredient_specs(self) -> list[IngredientSpec]:
         shared = derive_seed(self.seed, "init")
@@ -165,6 +229,7 @@ class RunConfig:
                 train=self.train,
                 init_seed=shared if self.init == "shared" else derive_seed(self.seed, "init", i),
                 data_seed=derive_seed(self.seed, "data", i),
+                sampler=self.sampler,
             )
             for i in range(self.ingredients)
         ]
@@ -172,6 +237,7 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["soups"] = list(self.soups)
+        out["sampler"]["fanouts"] = list(self.sampler.fanouts)
         if out["model"]["input_dropout"] is None:
             del out["model"]["input_dropout"]
         return out
@@ -200,7 +266,8 @@ def build_config(file_values: dict | None = None, overrides: dict | None = None,
     top = {k: v for k, v in values.items() if "." not in k}
     model = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("model.")}
     train = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("train.")}
-    return RunConfig(**top, model=ModelConfig(**model), train=TrainConfig(**train))
+    sampler = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("sampler.")}
+    return RunConfig(**top, model=ModelConfig(**model), train=TrainConfig(**train), sampler=SamplerConfig(**sampler))
 
 
 def load_toml(path: str | Path) -> dict:
@@ -247,10 +314,13 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
 
 
+TABLES = {"model": ModelConfig, "train": TrainConfig, "sampler": SamplerConfig}
+
+
 def _known_keys() -> set[str]:
-    keys = {f.name for f in fields(RunConfig) if f.name not in ("model", "train")}
-    keys |= {f"model.{f.name}" for f in fields(ModelConfig)}
-    keys |= {f"train.{f.name}" for f in fields(TrainConfig)}
+    keys = {f.name for f in fields(RunConfig) if f.name not in TABLES}
+    for table, cls in TABLES.items():
+        keys |= {f"{table}.{f.name}" for f in fields(cls)}
     return keys
 
 
@@ -258,8 +328,8 @@ def _flatten(values: dict, source: str) -> dict[str, Any]:
     flat = {}
     for key, value in values.items():
         if isinstance(value, dict):
-            if key not in ("model", "train"):
-                raise LadleError(f"{source}: unknown table [{key}]", fix=suggest(key, ["model", "train"]))
+            if key not in TABLES:
+                raise LadleError(f"{source}: unknown table [{key}]", fix=suggest(key, TABLES))
             for sub, inner in value.items():
                 flat[f"{key}.{sub}"] = inner
         else:

@@ -16,7 +16,7 @@ def build_results(run_dir: RunDir) -> dict:
     sidecars = run_dir.ingredient_sidecars()
     ingredients = [
         {"name": s["name"], "val": s["scores"]["val"], "test": s["scores"]["test"], "best_epoch": s["best_epoch"],
-         "seconds": s["seconds"], "seeds": s["seeds"]}
+         "seconds": s["seconds"], "seeds": s["seeds"], "sampler": s.get("sampler", {"name": "full"})}
         for s in sidecars
     ]
     results = {"dataset": sidecars[0]["dataset"] if sidecars else {"name": config.dataset},

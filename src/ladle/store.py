@@ -173,6 +173,7 @@ class RunDir:
             "index": spec.index,
             "model": {**spec.model.__dict__, "in_channels": record.in_channels, "out_channels": record.out_channels},
             "train": dict(spec.train.__dict__),
+            "sampler": {**spec.sampler.__dict__, "fanouts": list(spec.sampler.fanouts)},
             "seeds": {"init": spec.init_seed, "data": spec.data_seed},
             "dataset": dataset,
             "scores": {"train": record.train, "val": record.val, "test": record.test},

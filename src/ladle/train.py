@@ -18,6 +18,7 @@ from ladle.config import IngredientSpec
 from ladle.data.graph import Graph
 from ladle.evaluation.evaluator import split_scores
 from ladle.models import build_model
+from ladle.sampling import build_sampler
 from ladle.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -45,10 +46,25 @@ class IngredientRecord:
         return self.spec.name
 
 
-def loss_fn(graph: Graph, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+def loss_fn(graph: Graph, logits: torch.Tensor, y: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean loss, or with per-node ``weight`` (GraphSAINT's λ) the weighted sum."""
     if graph.task == "multilabel":
-        return F.binary_cross_entropy_with_logits(logits, y)
-    return F.cross_entropy(logits, y)
+        per_node = F.binary_cross_entropy_with_logits(logits, y, reduction="none").mean(-1)
+    else:
+        per_node = F.cross_entropy(logits, y, reduction="none")
+    return per_node.mean() if weight is None else (per_node * weight).sum()
+
+
+def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | None:
+    """Loss of one mini-batch: on its seed nodes (``batch_size``) or its masked nodes; None if it has none."""
+    logits = model(batch.x, batch.edge_index, batch.get("edge_weight"))
+    if batch.get("batch_size") is not None:
+        return loss_fn(graph, logits[: batch.batch_size], batch.y[: batch.batch_size])
+    mask = batch.loss_mask
+    if not bool(mask.any()):
+        return None
+    weight = batch.get("loss_weight")
+    return loss_fn(graph, logits[mask], batch.y[mask], None if weight is None else weight[mask])
 
 
 def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.device = "cpu",
@@ -60,24 +76,28 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     start = time.perf_counter()
     device = torch.device(device)
     model = build_model(spec.model, graph.num_features, graph.num_classes, init_seed=spec.init_seed).to(device)
-    graph_on_device = _to_device(graph, device)
-    data = graph_on_device.data
+    graph_on_device = graph.to(device)
+    # Samplers work on the CPU graph; full batches use the graph already on the device.
+    sampler = build_sampler(graph_on_device if spec.sampler.name == "full" else graph, spec.sampler,
+                            spec.data_seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
-    train_mask = data.train_mask
-    y_train = data.y[train_mask]
     seed_everything(spec.data_seed)  # dropout draws from here on are this ingredient's own
 
     best_val, best_epoch, best_state, history = float("-inf"), 0, None, []
     for epoch in range(1, spec.train.epochs + 1):
         model.train()
-        optimizer.zero_grad(set_to_none=True)
-        logits = model(data.x, data.edge_index)
-        loss = loss_fn(graph, logits[train_mask], y_train)
-        loss.backward()
-        optimizer.step()
+        losses = []
+        for batch in sampler.batches(epoch):
+            optimizer.zero_grad(set_to_none=True)
+            loss = batch_loss(graph, model, batch.to(device))
+            if loss is None:
+                continue
+            loss.backward()
+            optimizer.step()
+            losses.append(float(loss.detach()))
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
             scores = split_scores(model, graph_on_device, splits=("train", "val"))
-            history.append({"epoch": epoch, "loss": float(loss.detach()), **scores})
+            history.append({"epoch": epoch, "loss": sum(losses) / max(len(losses), 1), **scores})
             if scores["val"] > best_val:
                 best_val, best_epoch = scores["val"], epoch
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
@@ -90,11 +110,3 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     log.info("%s: best val %.4f at epoch %d (%.1fs)", spec.name, final["val"], best_epoch, seconds)
     return IngredientRecord(spec, best_state, final["val"], final["test"], final["train"], best_epoch, seconds,
                             history, graph.num_features, graph.num_classes)
-
-
-def _to_device(graph: Graph, device: torch.device) -> Graph:
-    if graph.data.x.device == device:
-        return graph
-    from dataclasses import replace
-
-    return replace(graph, data=graph.data.to(device))

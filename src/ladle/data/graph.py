@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 from torch_geometric.data import Data
@@ -34,6 +34,7 @@ class Graph:
     task: str
     metric: str
     fingerprint: str
+    _csr: tuple | None = field(default=None, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:
@@ -42,6 +43,25 @@ class Graph:
     @property
     def num_features(self) -> int:
         return int(self.data.x.size(1))
+
+    def csr(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rowptr [N+1], col [E]): each node's neighbours, built once and shared by samplers.
+
+        ``edge_index`` is sorted by its first row, so this is a view of it plus one bincount.
+        """
+        if self._csr is None:
+            row, col = self.data.edge_index
+            counts = torch.bincount(row, minlength=self.num_nodes)
+            rowptr = torch.zeros(self.num_nodes + 1, dtype=torch.long, device=row.device)
+            torch.cumsum(counts, 0, out=rowptr[1:])
+            self._csr = (rowptr, col)
+        return self._csr
+
+    def to(self, device) -> "Graph":
+        device = torch.device(device)
+        if self.data.x.device == device:
+            return self
+        return replace(self, data=self.data.to(device), _csr=None)
 
     def mask(self, split: str) -> torch.Tensor:
         return getattr(self.data, f"{split}_mask")

@@ -24,6 +24,7 @@ class GNN(nn.Module):
     """
 
     act = staticmethod(F.relu)
+    supports_edge_weight = False  # whether the layers take per-edge weights (GraphSAINT's α)
 
     def __init__(self, in_channels: int, out_channels: int, config: ModelConfig):
         super().__init__()
@@ -38,13 +39,17 @@ class GNN(nn.Module):
     def init_conv(self, in_channels: int, out_channels: int, *, last: bool) -> nn.Module:
         raise NotImplementedError
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """x: [N, F] features, edge_index: [2, E] -> [N, out_channels] logits."""
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        """x: [N, F] features, edge_index: [2, E], edge_weight: [E] or None -> [N, out_channels] logits.
+
+        ``edge_weight`` is used by layers that take one and ignored by the others.
+        """
+        extra = (edge_weight,) if edge_weight is not None and self.supports_edge_weight else ()
         cfg = self.config
         p_in = cfg.dropout if cfg.input_dropout is None else cfg.input_dropout
         x = input_dropout(x, p_in, self.training)
         for i, conv in enumerate(self.convs):
-            h = conv(x, edge_index)
+            h = conv(x, edge_index, *extra)
             if i < len(self.convs) - 1:
                 h = self.act(self.norms[i](h))
                 if cfg.residual and h.shape == x.shape:

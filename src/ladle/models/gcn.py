@@ -5,7 +5,9 @@ from ladle.models.base import GNN
 
 
 class GCN(GNN):
-    """Symmetric-normalised graph convolutions with self-loops (PyG ``GCNConv``)."""
+    """Symmetric-normalised graph convolutions with self-loops (PyG ``GCNConv``); takes edge weights."""
+
+    supports_edge_weight = True
 
     def init_conv(self, in_channels, out_channels, *, last):
         return GCNConv(in_channels, out_channels)

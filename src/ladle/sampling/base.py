@@ -1,0 +1,101 @@
+"""The Sampler protocol and the vectorised pieces samplers share.
+
+A sampler is built from ``(graph, config, seed)`` and yields PyG ``Data`` mini-batches for an
+epoch: ``x``, ``y``, local ``edge_index`` (source -> target), ``n_id`` (global ids) and either
+``batch_size`` (node-wise samplers: the seed nodes come first and carry the loss) or
+``loss_mask`` (subgraph samplers), with optional GraphSAINT ``loss_weight`` and ``edge_weight``.
+Batches depend only on (seed, epoch): the same arguments give the same batches.
+"""
+from __future__ import annotations
+
+from typing import Iterator, Protocol
+
+import torch
+from torch_geometric.data import Data
+
+from ladle.config import SamplerConfig
+from ladle.data.graph import Graph
+from ladle.seeding import derive_seed
+
+
+class Sampler(Protocol):
+    name: str
+
+    def batches(self, epoch: int) -> Iterator[Data]: ...
+
+
+def epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    """A generator of its own per (seed, epoch): batches never share a stream with dropout."""
+    return torch.Generator().manual_seed(derive_seed(seed, "sampler", epoch))
+
+
+def edge_positions(rowptr: torch.Tensor, nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every CSR position of the edges of ``nodes``, without a Python loop.
+
+    Returns ``owner`` (the position in ``nodes`` of each edge's node) and ``position`` (index into ``col``).
+    """
+    start, count = rowptr[nodes], rowptr[nodes + 1] - rowptr[nodes]
+    owner = torch.repeat_interleave(torch.arange(nodes.numel()), count)
+    offset = torch.arange(owner.numel()) - (torch.cumsum(count, 0) - count)[owner]
+    return owner, start[owner] + offset
+
+
+def edges_of(rowptr: torch.Tensor, col: torch.Tensor, nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """All (node, neighbour) pairs of ``nodes``: ``owner`` positions in ``nodes``, ``neighbour`` global ids."""
+    owner, position = edge_positions(rowptr, nodes)
+    return owner, col[position]
+
+
+class LocalIndex:
+    """Global -> local id map for one batch, reusing one [N] buffer across batches (reset in O(batch))."""
+
+    def __init__(self, num_nodes: int):
+        self.buffer = torch.full((num_nodes,), -1, dtype=torch.long)
+
+    def assign(self, nodes: torch.Tensor) -> None:
+        self.buffer[nodes] = torch.arange(nodes.numel())
+
+    def __getitem__(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.buffer[ids]
+
+    def clear(self, nodes: torch.Tensor) -> None:
+        self.buffer[nodes] = -1
+
+
+def induced_subgraph(graph: Graph, nodes: torch.Tensor, index: LocalIndex, *, with_ids: bool = False):
+    """Local edge_index of every edge of ``graph`` with both ends in ``nodes`` (source -> target).
+
+    With ``with_ids`` also the CSR position of each kept edge (the edge of ``owner`` to ``neighbour``).
+    """
+    rowptr, col = graph.csr()
+    index.assign(nodes)
+    owner, position = edge_positions(rowptr, nodes)
+    local = index[col[position]]
+    keep = local >= 0
+    index.clear(nodes)
+    # The CSR lists each node's neighbours; messages run neighbour -> node (both directions exist).
+    edge_index = torch.stack([local[keep], owner[keep]])
+    return (edge_index, position[keep]) if with_ids else edge_index
+
+
+def subgraph_batch(graph: Graph, nodes: torch.Tensor, index: LocalIndex, edge_index=None, **extra) -> Data:
+    """A whole-subgraph batch: the loss covers the training nodes inside it."""
+    data = graph.data
+    edge_index = induced_subgraph(graph, nodes, index) if edge_index is None else edge_index
+    return Data(x=data.x[nodes], y=data.y[nodes], edge_index=edge_index, n_id=nodes,
+                loss_mask=data.train_mask[nodes], num_nodes=nodes.numel(), **extra)
+
+
+def build_sampler(graph: Graph, config: SamplerConfig, seed: int, *, cache_dir=None) -> Sampler:
+    from ladle.sampling.cluster import ClusterSampler
+    from ladle.sampling.full import FullBatch
+    from ladle.sampling.neighbor import NeighborSampler
+    from ladle.sampling.saint import SaintSampler
+
+    if config.name == "full":
+        return FullBatch(graph)
+    if config.name == "neighbor":
+        return NeighborSampler(graph, config, seed)
+    if config.name == "cluster":
+        return ClusterSampler(graph, config, seed, cache_dir=cache_dir)
+    return SaintSampler(graph, config, seed)

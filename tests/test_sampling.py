@@ -1,0 +1,193 @@
+"""Samplers: true edges only, fanouts respected, exact induced subgraphs, balanced parts, and GraphSAINT's
+estimated probabilities against their exact values (fixed-seed statistical checks)."""
+import pytest
+import torch
+from torch_geometric.utils import subgraph
+
+from ladle.config import SamplerConfig, build_config
+from ladle.data import load_graph
+from ladle.data.csbm import CSBMConfig, generate_csbm
+from ladle.data.graph import make_graph
+from ladle.sampling import build_sampler
+from ladle.sampling.partition import metis_parts, part_nodes, random_parts
+from ladle.sampling.saint import SaintSampler
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return generate_csbm(CSBMConfig(nodes=1500, classes=4, degree=12, features=6, seed=5))
+
+
+def edge_set(edge_index):
+    return set(map(tuple, edge_index.t().tolist()))
+
+
+def test_neighbor_batches_are_true_edges_within_fanouts(graph):
+    config = SamplerConfig(name="neighbor", fanouts=(5, 3), batch_size=100)
+    sampler = build_sampler(graph, config, seed=1)
+    true_edges = edge_set(graph.data.edge_index)
+    rowptr, _ = graph.csr()
+    degree = rowptr[1:] - rowptr[:-1]
+    seen_seeds = []
+    for batch in sampler.batches(epoch=0):
+        n_id, ei = batch.n_id, batch.edge_index
+        assert n_id.unique().numel() == n_id.numel()  # every node once
+        assert torch.equal(batch.x, graph.data.x[n_id]) and torch.equal(batch.y, graph.data.y[n_id])
+        seeds = n_id[: batch.batch_size]
+        assert bool(graph.data.train_mask[seeds].all())
+        seen_seeds.append(seeds)
+        global_edges = torch.stack([n_id[ei[0]], n_id[ei[1]]])
+        assert edge_set(global_edges) <= true_edges  # only true edges ...
+        assert len(edge_set(ei)) == ei.size(1)  # ... and none twice
+        in_degree = torch.bincount(ei[1], minlength=n_id.numel())
+        # Hop 1 targets are the seeds (fanout 5); hop 2 targets are the nodes first reached at hop 1 (fanout 3).
+        hop1 = torch.arange(batch.batch_size)
+        assert torch.equal(in_degree[hop1], torch.minimum(degree[seeds], torch.tensor(5)))
+        targets = ei[1].unique()
+        later = targets[targets >= batch.batch_size]
+        assert bool((in_degree[later] <= 3).all())
+        assert torch.equal(in_degree[later], torch.minimum(degree[n_id[later]], torch.tensor(3)))
+    assert torch.equal(torch.cat(seen_seeds).sort().values, graph.mask("train").nonzero().view(-1))
+
+
+def test_neighbor_batches_are_reproducible_from_the_seed(graph):
+    config = SamplerConfig(name="neighbor", fanouts=(4, 4), batch_size=128)
+    a = list(build_sampler(graph, config, seed=3).batches(2))
+    b = list(build_sampler(graph, config, seed=3).batches(2))
+    c = list(build_sampler(graph, config, seed=4).batches(2))
+    assert all(torch.equal(x.n_id, y.n_id) and torch.equal(x.edge_index, y.edge_index) for x, y in zip(a, b))
+    assert not torch.equal(a[0].n_id, c[0].n_id)
+    assert not torch.equal(a[0].n_id, list(build_sampler(graph, config, seed=3).batches(3))[0].n_id)
+
+
+def test_sampling_is_uniform_over_neighbours():
+    # A star: node 0 with 20 neighbours, fanout 5: each neighbour is drawn with probability 1/4.
+    leaves = torch.arange(1, 21)
+    edge_index = torch.stack([torch.zeros(20, dtype=torch.long), leaves])
+    mask = torch.zeros(21, dtype=torch.bool)
+    mask[0] = True
+    g = make_graph(torch.zeros(21, 1), edge_index, torch.zeros(21), mask, ~mask, ~mask, name="star", num_classes=1)
+    sampler = build_sampler(g, SamplerConfig(name="neighbor", fanouts=(5,), batch_size=1), seed=0)
+    counts = torch.zeros(21)
+    trials = 2000
+    for epoch in range(trials):
+        batch = next(iter(sampler.batches(epoch)))
+        counts[batch.n_id[1:]] += 1
+    share = counts[1:] / trials
+    assert (share - 0.25).abs().max() < 4 * (0.25 * 0.75 / trials) ** 0.5
+
+
+def test_metis_parts_cover_every_node_once_and_are_balanced(graph, tmp_path):
+    membership = metis_parts(graph, 8, cache_dir=tmp_path)
+    assert membership.shape == (1500,) and set(membership.tolist()) == set(range(8))
+    sizes = torch.bincount(membership, minlength=8).float()
+    assert (sizes.max() / sizes.mean()) <= 1.05 and (sizes.min() / sizes.mean()) >= 0.95
+    cached = list((tmp_path / "partitions").glob("*.npy"))
+    assert len(cached) == 1 and graph.fingerprint[:24] in cached[0].name
+    assert torch.equal(metis_parts(graph, 8, cache_dir=tmp_path), membership)  # read back from the cache
+    nodes = torch.cat(part_nodes(membership, 8))
+    assert torch.equal(nodes.sort().values, torch.arange(1500))
+    # METIS keeps the planted communities together: far fewer cut edges than a random partition.
+    ei = graph.data.edge_index
+    cut = (membership[ei[0]] != membership[ei[1]]).float().mean()
+    rand = random_parts(graph, 8, seed=0)
+    assert cut < 0.5 * (rand[ei[0]] != rand[ei[1]]).float().mean()
+
+
+def test_cluster_batches_are_exact_induced_subgraphs(graph, tmp_path):
+    sampler = build_sampler(graph, SamplerConfig(name="cluster", parts=10, parts_per_batch=3), seed=0,
+                            cache_dir=tmp_path)
+    covered = []
+    for batch in sampler.batches(0):
+        reference, _ = subgraph(batch.n_id, graph.data.edge_index, relabel_nodes=True, num_nodes=1500)
+        assert edge_set(batch.edge_index) == edge_set(reference)
+        assert torch.equal(batch.loss_mask, graph.data.train_mask[batch.n_id])
+        covered.append(batch.n_id)
+    assert torch.equal(torch.cat(covered).sort().values, torch.arange(1500))  # an epoch visits every part
+
+
+def exact_node_sampler_probabilities(sampler, budget):
+    q = sampler.node_weight / sampler.node_weight.sum()
+    p_node = 1 - (1 - q) ** budget
+    rowptr, col = sampler.graph.csr()
+    owner = torch.repeat_interleave(torch.arange(sampler.graph.num_nodes), rowptr[1:] - rowptr[:-1])
+    p_edge = 1 - (1 - q[owner]) ** budget - (1 - q[col]) ** budget + (1 - q[owner] - q[col]) ** budget
+    return p_node, p_edge
+
+
+def exact_edge_sampler_probabilities(sampler, budget):
+    n = sampler.graph.num_nodes
+    q = sampler.pair_weight / sampler.pair_weight.sum()
+    touch = torch.zeros(n, dtype=torch.float64).index_add_(0, sampler.pairs[0], q).index_add_(0, sampler.pairs[1], q)
+    p_node = 1 - (1 - touch) ** budget
+    rowptr, col = sampler.graph.csr()
+    owner = torch.repeat_interleave(torch.arange(n), rowptr[1:] - rowptr[:-1])
+    lo, hi = torch.minimum(owner, col), torch.maximum(owner, col)
+    pair_q = dict(zip(map(tuple, sampler.pairs.t().tolist()), q.tolist()))
+    q_uv = torch.tensor([pair_q[(a, b)] for a, b in zip(lo.tolist(), hi.tolist())], dtype=torch.float64)
+    both_out = (1 - touch[owner] - touch[col] + q_uv) ** budget
+    p_edge = 1 - (1 - touch[owner]) ** budget - (1 - touch[col]) ** budget + both_out
+    return p_node, p_edge
+
+
+def exact_walk_probabilities(sampler, budget):
+    # walk_length 1: a root r uniform over the training nodes, then one uniform neighbour.
+    g = sampler.graph
+    rowptr, col = g.csr()
+    deg = (rowptr[1:] - rowptr[:-1]).double()
+    train = g.data.train_mask.double()
+    owner = torch.repeat_interleave(torch.arange(g.num_nodes), rowptr[1:] - rowptr[:-1])
+    t = train.sum()
+    reach = torch.zeros(g.num_nodes, dtype=torch.float64).index_add_(0, col, train[owner] / (t * deg[owner]))
+    return 1 - (1 - train / t - reach) ** budget
+
+
+@pytest.mark.parametrize("kind", ["node", "edge", "rw"])
+def test_graphsaint_estimates_match_exact_probabilities(kind):
+    g = generate_csbm(CSBMConfig(nodes=120, classes=3, degree=6, features=2, seed=1))
+    budget = 15 if kind != "rw" else 10
+    config = SamplerConfig(name=f"saint-{kind}", budget=budget, walk_length=1, coverage=3000)
+    sampler = SaintSampler(g, config, seed=0)
+    est_node, est_edge = sampler.probabilities()
+    m = sampler.samples
+    if kind == "node":
+        p_node, p_edge = exact_node_sampler_probabilities(sampler, budget)
+    elif kind == "edge":
+        p_node, p_edge = exact_edge_sampler_probabilities(sampler, budget)
+    else:
+        p_node, p_edge = exact_walk_probabilities(sampler, budget), None
+    # Tolerance: 5 binomial standard errors per entry (a fixed seed makes the check repeatable).
+    tol_node = 5 * (p_node * (1 - p_node) / m).sqrt() + 1e-9
+    assert bool(((est_node - p_node).abs() <= tol_node).all()), (est_node - p_node).abs().max()
+    if p_edge is not None:
+        tol_edge = 5 * (p_edge * (1 - p_edge) / m).sqrt() + 1e-9
+        assert bool(((est_edge - p_edge).abs() <= tol_edge).all())
+    # The normalisations follow from the counts.
+    assert torch.allclose(sampler.node_norm.double(),
+                          m / (sampler.node_count.clamp_min(1) * g.data.train_mask.sum()), rtol=1e-6)
+
+
+def test_saint_batches_are_induced_and_weighted(graph):
+    sampler = build_sampler(graph, SamplerConfig(name="saint-rw", budget=50, walk_length=3), seed=2)
+    assert len(sampler) >= 1
+    for batch in sampler.batches(0):
+        reference, _ = subgraph(batch.n_id, graph.data.edge_index, relabel_nodes=True, num_nodes=1500)
+        assert edge_set(batch.edge_index) == edge_set(reference)
+        assert batch.edge_weight.shape == (batch.edge_index.size(1),) and bool((batch.edge_weight > 0).all())
+        assert batch.loss_weight.shape == (batch.num_nodes,)
+
+
+@pytest.mark.parametrize("sampler", [
+    {"name": "neighbor", "fanouts": [5, 5], "batch_size": 64}, {"name": "cluster", "parts": 8},
+    {"name": "saint-node", "budget": 200}, {"name": "saint-edge", "budget": 200}, {"name": "saint-rw", "budget": 50},
+])
+def test_sampled_training_is_bit_identical_for_one_seed(sampler, tmp_path, monkeypatch):
+    monkeypatch.setenv("LADLE_CACHE", str(tmp_path))
+    from ladle.train import train_ingredient
+
+    g = load_graph("csbm:nodes=600,classes=3,features=8")
+    spec = build_config({"dataset": "csbm", "sampler": sampler, "train": {"epochs": 3},
+                         "model": {"hidden": 8}}).ingredient_specs()[0]
+    a, b = train_ingredient(spec, g), train_ingredient(spec, g)
+    assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
+    assert a.history[-1]["loss"] > 0
