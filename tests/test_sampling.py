@@ -146,7 +146,7 @@ def exact_walk_probabilities(sampler, budget):
 def test_graphsaint_estimates_match_exact_probabilities(kind):
     g = generate_csbm(CSBMConfig(nodes=120, classes=3, degree=6, features=2, seed=1))
     budget = 15 if kind != "rw" else 10
-    config = SamplerConfig(name=f"saint-{kind}", budget=budget, walk_length=1, coverage=3000)
+    config = SamplerConfig(name=f"saint-{kind}", budget=budget, walk_length=1, coverage=1000)
     sampler = SaintSampler(g, config, seed=0)
     est_node, est_edge = sampler.probabilities()
     m = sampler.samples

@@ -60,8 +60,8 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
     ingredients, model_config, fingerprints = load_ingredients(run_dir, graph)
     device = torch.device(config.device)
     graph_dev = graph.to(device)
-    val = Evaluator(graph_dev, model_config, "val")
-    test = Evaluator(graph_dev, model_config, "test")
+    val = Evaluator(graph_dev, model_config, "val", chunk_size=config.train.eval_chunk)
+    test = Evaluator(graph_dev, model_config, "test", chunk_size=config.train.eval_chunk)
     written = {}
     for method in soups:
         if on_soup:

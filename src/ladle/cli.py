@@ -23,11 +23,13 @@ FLAG_KEYS = {
     "dataset": "dataset", "root": "root", "model": "model.name", "layers": "model.layers",
     "hidden": "model.hidden", "dropout": "model.dropout", "norm": "model.norm", "residual": "model.residual",
     "heads": "model.heads", "ingredients": "ingredients", "epochs": "train.epochs", "lr": "train.lr",
-    "weight_decay": "train.weight_decay", "eval_every": "train.eval_every", "seed": "seed", "init": "init",
+    "weight_decay": "train.weight_decay", "eval_every": "train.eval_every", "eval_chunk": "train.eval_chunk",
+    "seed": "seed", "init": "init",
     "soups": "soups", "granularity": "granularity", "device": "device",
     "sampler": "sampler.name", "fanouts": "sampler.fanouts", "batch_size": "sampler.batch_size",
     "parts": "sampler.parts", "parts_per_batch": "sampler.parts_per_batch", "budget": "sampler.budget",
-    "walk_length": "sampler.walk_length", "steps": "sampler.steps",
+    "walk_length": "sampler.walk_length", "steps": "sampler.steps", "partition": "partition.method",
+    "halo": "partition.halo",
 }
 
 
@@ -111,6 +113,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--lr", type=float, help="Adam learning rate (default 0.01; GAT 0.005)")
     g.add_argument("--weight-decay", type=float, help="Adam weight decay (default 5e-4)")
     g.add_argument("--eval-every", type=int, help="validate every k epochs (default 1)")
+    g.add_argument("--eval-chunk", type=int, help="layer-wise inference in chunks of this many nodes (default 0: full)")
     g.add_argument("--seed", type=int, help="pipeline seed (default 0)")
     g.add_argument("--init", choices=["shared", "independent"], help="initialisation across ingredients (default shared)")
     g.add_argument("--device", help="torch device: cpu, cuda, cuda:N (default cpu)")
@@ -118,11 +121,15 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sampler", help="full, neighbor, cluster, saint-node, saint-edge, saint-rw (default full)")
     g.add_argument("--fanouts", type=_int_list, help="neighbours per layer, e.g. 15,10 (neighbor)")
     g.add_argument("--batch-size", type=int, help="seed nodes per batch (neighbor; default 512)")
-    g.add_argument("--parts", type=int, help="METIS parts (cluster; default 32)")
+    g.add_argument("--parts", type=int, help="METIS parts (cluster; default 32), or K with --partition")
     g.add_argument("--parts-per-batch", type=int, help="parts per batch (cluster; default 4)")
     g.add_argument("--budget", type=int, help="nodes, edges or walk roots per subgraph (saint-*; default 1000)")
     g.add_argument("--walk-length", type=int, help="random-walk length (saint-rw; default 2)")
     g.add_argument("--steps", type=int, help="subgraphs per epoch, 0 = about one pass over the nodes (saint-*)")
+    g.add_argument("--partition", choices=["none", "metis", "random"],
+                   help="ingredient i trains only on part i of K (--parts K, default one part per ingredient)")
+    g.add_argument("--halo", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --partition: add each part's 1-hop neighbours as message sources")
     g = p.add_argument_group("soups")
     g.add_argument("--soups", type=_comma_list, help="comma-separated methods (default uniform,greedy,gis,ensemble)")
     g.add_argument("--granularity", type=int, help="GIS α grid size (default 20)")
@@ -143,6 +150,9 @@ def config_from_args(args):
     from ladle.config import build_config, load_toml
 
     overrides = {key: getattr(args, flag) for flag, key in FLAG_KEYS.items()}
+    if args.partition not in (None, "none") and args.parts is not None:
+        # With --partition, --parts counts the partition's parts (Graph Ladling's K), not ClusterGCN's.
+        overrides["partition.parts"] = overrides.pop("sampler.parts")
     file_values = load_toml(args.config) if args.config else None
     return build_config(file_values, overrides, source=str(args.config or "flags"))
 

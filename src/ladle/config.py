@@ -89,18 +89,22 @@ class TrainConfig:
         lr: Adam learning rate (default 0.01; 0.005 for GAT).
         weight_decay: Adam L2 penalty (default 5e-4).
         eval_every: validate every k epochs; the best-validation weights are kept (default 1).
+        eval_chunk: nodes per chunk of layer-wise inference for validation and soups, bounding memory
+            on graphs too large for one full-batch forward; 0 means one full-batch forward (default 0).
     """
 
     epochs: int = 200
     lr: float = 0.01
     weight_decay: float = 5e-4
     eval_every: int = 1
+    eval_chunk: int = 0
 
     def __post_init__(self):
         _check_int("train.epochs", self.epochs, 1, 1_000_000)
         _check_float("train.lr", self.lr, 0.0, 10.0, open_low=True)
         _check_float("train.weight_decay", self.weight_decay, 0.0, 1.0)
         _check_int("train.eval_every", self.eval_every, 1, self.epochs)
+        _check_int("train.eval_chunk", self.eval_chunk, 0)
 
 
 SAMPLERS = ("full", "neighbor", "cluster", "saint-node", "saint-edge", "saint-rw")
@@ -162,6 +166,38 @@ class SamplerConfig:
         _check_int("sampler.coverage", self.coverage, 1, 10_000)
 
 
+PARTITION_METHODS = ("none", "metis", "random")
+
+
+@dataclass(frozen=True)
+class PartitionConfig:
+    """Partitioned ingredients, Graph Ladling's "divide the giant graph" mode.
+
+    Args:
+        method: ``none`` (default), ``metis`` or ``random``: ingredient i trains only on part i mod K.
+        parts: K, the number of parts; 0 means one per ingredient (default 0).
+        halo: also give each part its 1-hop neighbours as message sources, without their labels (default False).
+    """
+
+    method: str = "none"
+    parts: int = 0
+    halo: bool = False
+
+    def __post_init__(self):
+        _check_choice("partition.method", self.method, PARTITION_METHODS)
+        _check_int("partition.parts", self.parts, 0)
+        _check_bool("partition.halo", self.halo)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """``count`` ingredients trained with one sampler (and, optionally, their own data-seed base)."""
+
+    count: int
+    sampler: SamplerConfig
+    seed: int | None = None
+
+
 @dataclass(frozen=True)
 class IngredientSpec:
     """Everything one worker needs to train one ingredient, and nothing else."""
@@ -172,6 +208,8 @@ class IngredientSpec:
     init_seed: int
     data_seed: int
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    part: int | None = None  # which part this ingredient trains on, when partitioned
 
     @property
     def name(self) -> str:
@@ -204,6 +242,8 @@ class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
+    partition: PartitionConfig = field(default_factory=PartitionConfig)
+    recipes: tuple[Recipe, ...] = ()
 
     def __post_init__(self):
         _check_str("dataset", self.dataset)
@@ -216,28 +256,41 @@ class RunConfig:
         object.__setattr__(self, "soups", tuple(self.soups))
         _check_int("granularity", self.granularity, 2, 10_000)
         _check_str("device", self.device)
-        if self.sampler.name == "neighbor" and len(self.sampler.fanouts) != self.model.layers:
-            raise LadleError(f"sampler.fanouts has {len(self.sampler.fanouts)} entries for a {self.model.layers}-layer "
-                             "model", fix="give one fanout per layer, for example --fanouts 15,10 for 2 layers")
+        for where, sampler in [("sampler", self.sampler)] + [(f"recipes[{i}].sampler", r.sampler)
+                                                            for i, r in enumerate(self.recipes)]:
+            if sampler.name == "neighbor" and len(sampler.fanouts) != self.model.layers:
+                raise LadleError(f"{where}.fanouts has {len(sampler.fanouts)} entries for a {self.model.layers}-layer "
+                                 "model", fix="give one fanout per layer, for example --fanouts 15,10 for 2 layers")
+        if self.recipes and sum(r.count for r in self.recipes) != self.ingredients:
+            raise LadleError(f"the recipes add up to {sum(r.count for r in self.recipes)} ingredients but "
+                             f"ingredients = {self.ingredients}", fix="make the counts add up to ingredients")
 
     def ingredient_specs(self) -> list[IngredientSpec]:
         shared = derive_seed(self.seed, "init")
+        recipes = self.recipes or (Recipe(self.ingredients, self.sampler),)
+        per_ingredient = [r for r in recipes for _ in range(r.count)]
+        parts = self.partition.parts or self.ingredients
         return [
             IngredientSpec(
                 index=i,
                 model=self.model,
                 train=self.train,
                 init_seed=shared if self.init == "shared" else derive_seed(self.seed, "init", i),
-                data_seed=derive_seed(self.seed, "data", i),
-                sampler=self.sampler,
+                data_seed=derive_seed(self.seed if recipe.seed is None else recipe.seed, "data", i),
+                sampler=recipe.sampler,
+                partition=self.partition,
+                part=None if self.partition.method == "none" else i % parts,
             )
-            for i in range(self.ingredients)
+            for i, recipe in enumerate(per_ingredient)
         ]
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["soups"] = list(self.soups)
         out["sampler"]["fanouts"] = list(self.sampler.fanouts)
+        out["recipes"] = [{"count": r.count, **({} if r.seed is None else {"seed": r.seed}),
+                           "sampler": {**r.sampler.__dict__, "fanouts": list(r.sampler.fanouts)}}
+                          for r in self.recipes]
         if out["model"]["input_dropout"] is None:
             del out["model"]["input_dropout"]
         return out
@@ -253,7 +306,9 @@ def build_config(file_values: dict | None = None, overrides: dict | None = None,
     values are ignored so argparse defaults can be passed straight through.
     """
     merged: dict[str, Any] = {}
-    for key, value in _flatten(file_values or {}, source).items():
+    file_values = dict(file_values or {})
+    recipes = _recipes(file_values.pop("recipes", []), source)
+    for key, value in _flatten(file_values, source).items():
         merged[key] = value
     for key, value in (overrides or {}).items():
         if value is not None:
@@ -264,10 +319,37 @@ def build_config(file_values: dict | None = None, overrides: dict | None = None,
     defaults.update({f"train.{k}": v for k, v in TRAIN_DEFAULTS.get(name, {}).items()})
     values = {**defaults, **merged}
     top = {k: v for k, v in values.items() if "." not in k}
-    model = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("model.")}
-    train = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("train.")}
-    sampler = {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith("sampler.")}
-    return RunConfig(**top, model=ModelConfig(**model), train=TrainConfig(**train), sampler=SamplerConfig(**sampler))
+    tables = {t: {k.split(".", 1)[1]: v for k, v in values.items() if k.startswith(f"{t}.")} for t in TABLES}
+    if recipes and "ingredients" not in top:
+        top["ingredients"] = sum(r.count for r in recipes)
+    return RunConfig(**top, **{name: TABLES[name](**kw) for name, kw in tables.items()}, recipes=recipes)
+
+
+def _recipes(entries, source: str) -> tuple[Recipe, ...]:
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        raise LadleError(f"{source}: recipes must be an array of tables", fix="write [[recipes]] blocks")
+    out = []
+    for i, entry in enumerate(entries):
+        entry = dict(entry)
+        unknown = set(entry) - {"count", "sampler", "seed"}
+        if unknown:
+            raise LadleError(f"{source}: recipes[{i}] has unknown keys {sorted(unknown)}",
+                             fix="a recipe has count, seed and a sampler table")
+        sampler = entry.get("sampler", {})
+        if not isinstance(sampler, dict):
+            raise LadleError(f"{source}: recipes[{i}].sampler must be a table")
+        bad = set(sampler) - {f.name for f in fields(SamplerConfig)}
+        if bad:
+            key = sorted(bad)[0]
+            raise LadleError(f"{source}: recipes[{i}].sampler has unknown key {key!r}",
+                             fix=suggest(key, [f.name for f in fields(SamplerConfig)]))
+        count = entry.get("count", 1)
+        _check_int(f"recipes[{i}].count", count, 1, MAX_INGREDIENTS)
+        seed = entry.get("seed")
+        if seed is not None:
+            _check_int(f"recipes[{i}].seed", seed, 0, 2**63 - 1)
+        out.append(Recipe(count, SamplerConfig(**sampler), seed))
+    return tuple(out)
 
 
 def load_toml(path: str | Path) -> dict:
@@ -290,15 +372,23 @@ def load_config(path: str | Path, overrides: dict | None = None) -> RunConfig:
 
 def dump_toml(values: dict[str, Any]) -> str:
     """Write the flat-plus-one-level-of-tables TOML that RunConfig needs."""
-    lines, tables = [], []
+    lines, tables, arrays = [], [], []
     for key, value in values.items():
         if isinstance(value, dict):
             tables.append((key, value))
-        elif value is not None:
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            arrays.append((key, value))
+        elif value is not None and value != []:
             lines.append(f"{key} = {_toml_value(value)}")
     for name, table in tables:
         lines.append(f"\n[{name}]")
         lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None)
+    for name, entries in arrays:
+        for entry in entries:
+            lines.append(f"\n[[{name}]]")
+            lines.extend(f"{k} = {_toml_value(v)}" for k, v in entry.items() if not isinstance(v, dict))
+            lines.extend(f"{k} = {{ {', '.join(f'{a} = {_toml_value(b)}' for a, b in v.items())} }}"
+                         for k, v in entry.items() if isinstance(v, dict))
     return "\n".join(lines) + "\n"
 
 
@@ -314,11 +404,11 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
 
 
-TABLES = {"model": ModelConfig, "train": TrainConfig, "sampler": SamplerConfig}
+TABLES = {"model": ModelConfig, "train": TrainConfig, "sampler": SamplerConfig, "partition": PartitionConfig}
 
 
 def _known_keys() -> set[str]:
-    keys = {f.name for f in fields(RunConfig) if f.name not in TABLES}
+    keys = {f.name for f in fields(RunConfig) if f.name not in TABLES and f.name != "recipes"}
     for table, cls in TABLES.items():
         keys |= {f"{table}.{f.name}" for f in fields(cls)}
     return keys

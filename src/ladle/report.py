@@ -16,7 +16,8 @@ def build_results(run_dir: RunDir) -> dict:
     sidecars = run_dir.ingredient_sidecars()
     ingredients = [
         {"name": s["name"], "val": s["scores"]["val"], "test": s["scores"]["test"], "best_epoch": s["best_epoch"],
-         "seconds": s["seconds"], "seeds": s["seeds"], "sampler": s.get("sampler", {"name": "full"})}
+         "seconds": s["seconds"], "seeds": s["seeds"], "sampler": s.get("sampler", {"name": "full"}),
+         "partition": s.get("partition")}
         for s in sidecars
     ]
     results = {"dataset": sidecars[0]["dataset"] if sidecars else {"name": config.dataset},
@@ -46,8 +47,8 @@ def build_results(run_dir: RunDir) -> dict:
 
 def table_rows(results: dict) -> list[dict]:
     """One row per line of the report table: label, val, test, gain over the best ingredient."""
-    rows = [{"label": r["name"], "kind": "ingredient", "val": r["val"], "test": r["test"], "gain": None}
-            for r in results["ingredients"]]
+    rows = [{"label": r["name"] + _recipe_note(r), "kind": "ingredient", "val": r["val"], "test": r["test"],
+             "gain": None} for r in results["ingredients"]]
     if results.get("best_ingredient"):
         b, m = results["best_ingredient"], results["ingredient_mean"]
         rows.append({"label": f"best ingredient ({b['name']}, by val)", "kind": "summary", "val": b["val"],
@@ -94,6 +95,17 @@ def write_report(run_dir: RunDir) -> dict:
         if gis is not None:
             plot_gis_curves(gis, run_dir.plots / "gis_curves.png")
     return results
+
+
+def _recipe_note(ingredient: dict) -> str:
+    notes = []
+    sampler = ingredient.get("sampler") or {}
+    if sampler.get("name", "full") != "full":
+        notes.append(sampler["name"])
+    part = ingredient.get("partition")
+    if part:
+        notes.append(f"{part['method']} part {part['part']}" + (" + halo" if part["halo"] else ""))
+    return f" ({', '.join(notes)})" if notes else ""
 
 
 def _std(values: list[float]) -> float:

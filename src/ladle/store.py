@@ -174,6 +174,7 @@ class RunDir:
             "model": {**spec.model.__dict__, "in_channels": record.in_channels, "out_channels": record.out_channels},
             "train": dict(spec.train.__dict__),
             "sampler": {**spec.sampler.__dict__, "fanouts": list(spec.sampler.fanouts)},
+            "partition": None if spec.part is None else {**spec.partition.__dict__, "part": spec.part},
             "seeds": {"init": spec.init_seed, "data": spec.data_seed},
             "dataset": dataset,
             "scores": {"train": record.train, "val": record.val, "test": record.test},

@@ -77,8 +77,9 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     device = torch.device(device)
     model = build_model(spec.model, graph.num_features, graph.num_classes, init_seed=spec.init_seed).to(device)
     graph_on_device = graph.to(device)
+    train_graph = _training_graph(spec, graph)
     # Samplers work on the CPU graph; full batches use the graph already on the device.
-    sampler = build_sampler(graph_on_device if spec.sampler.name == "full" else graph, spec.sampler,
+    sampler = build_sampler(train_graph.to(device) if spec.sampler.name == "full" else train_graph, spec.sampler,
                             spec.data_seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
     seed_everything(spec.data_seed)  # dropout draws from here on are this ingredient's own
@@ -96,7 +97,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             optimizer.step()
             losses.append(float(loss.detach()))
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
-            scores = split_scores(model, graph_on_device, splits=("train", "val"))
+            scores = split_scores(model, graph_on_device, ("train", "val"), spec.train.eval_chunk)
             history.append({"epoch": epoch, "loss": sum(losses) / max(len(losses), 1), **scores})
             if scores["val"] > best_val:
                 best_val, best_epoch = scores["val"], epoch
@@ -105,8 +106,19 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             on_epoch(spec.name, epoch, spec.train.epochs, best_val)
 
     model.load_state_dict(best_state)
-    final = split_scores(model, graph_on_device)
+    final = split_scores(model, graph_on_device, chunk_size=spec.train.eval_chunk)
     seconds = time.perf_counter() - start
     log.info("%s: best val %.4f at epoch %d (%.1fs)", spec.name, final["val"], best_epoch, seconds)
     return IngredientRecord(spec, best_state, final["val"], final["test"], final["train"], best_epoch, seconds,
                             history, graph.num_features, graph.num_classes)
+
+
+def _training_graph(spec: IngredientSpec, graph: Graph) -> Graph:
+    """The whole graph, or the part a partitioned ingredient is limited to."""
+    if spec.part is None:
+        return graph
+    from ladle.sampling.partition import membership_for, part_graph
+
+    parts = max(spec.partition.parts, spec.part + 1)
+    membership = membership_for(graph, spec.partition.method, parts)
+    return part_graph(graph, membership, spec.part, spec.partition.halo)

@@ -57,7 +57,7 @@ class Graph:
             self._csr = (rowptr, col)
         return self._csr
 
-    def to(self, device) -> "Graph":
+    def to(self, device) -> Graph:
         device = torch.device(device)
         if self.data.x.device == device:
             return self

@@ -14,6 +14,7 @@ from torch.func import functional_call
 
 from ladle.config import ModelConfig
 from ladle.data.graph import Graph
+from ladle.evaluation.chunked import chunked_forward
 from ladle.evaluation.metrics import score_logits
 from ladle.models import build_model
 
@@ -44,12 +45,18 @@ def mix_states(mix: Mix) -> State:
     return out
 
 
-def split_scores(model: torch.nn.Module, graph: Graph, splits=("train", "val", "test")) -> dict[str, float]:
-    """One eval-mode full-batch forward, scored on each split."""
+def split_scores(model: torch.nn.Module, graph: Graph, splits=("train", "val", "test"),
+                 chunk_size: int = 0) -> dict[str, float]:
+    """Eval-mode logits (one full-batch forward, or chunked layer-wise inference), scored on each split."""
     was_training = model.training
     model.eval()
     with torch.no_grad():
-        logits = model(graph.data.x, graph.data.edge_index)
+        if chunk_size:
+            wanted = torch.stack([graph.mask(s) for s in splits]).any(0).nonzero().view(-1)
+            logits = torch.zeros(graph.num_nodes, model.out_channels, device=graph.data.x.device)
+            logits[wanted] = chunked_forward(model, graph, chunk_size, wanted)
+        else:
+            logits = model(graph.data.x, graph.data.edge_index)
     model.train(was_training)
     y = graph.data.y
     return {s: score_logits(graph.metric, logits[graph.mask(s)], y[graph.mask(s)]) for s in splits}
@@ -63,10 +70,12 @@ class Evaluator:
         model_config: architecture of every state it will score.
         split: ``train``, ``val`` or ``test`` (default ``val``).
         device: where the forward runs (default the graph's device).
+        chunk_size: 0 for one full-batch forward (default); otherwise layer-wise inference over node
+            chunks of this size, computing the last layer only for the split's nodes.
     """
 
-    def __init__(self, graph: Graph, model_config: ModelConfig, split: str = "val", device=None):
-        self.graph, self.split = graph, split
+    def __init__(self, graph: Graph, model_config: ModelConfig, split: str = "val", device=None, chunk_size: int = 0):
+        self.graph, self.split, self.chunk_size = graph, split, chunk_size
         self.device = torch.device(device) if device is not None else graph.data.x.device
         self.model = build_model(model_config, graph.num_features, graph.num_classes).to(self.device).eval()
         self.x = graph.data.x.to(self.device)
@@ -80,6 +89,9 @@ class Evaluator:
         """[n_split, C] logits of the split's nodes."""
         self.forwards += 1
         state = {k: v.to(self.device) for k, v in state.items()}
+        if self.chunk_size:
+            self.model.load_state_dict(state)
+            return chunked_forward(self.model, self.graph, self.chunk_size, self.mask.nonzero().view(-1))
         return functional_call(self.model, state, (self.x, self.edge_index))[self.mask]
 
     def score(self, state: State) -> float:

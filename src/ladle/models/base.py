@@ -50,13 +50,20 @@ class GNN(nn.Module):
         x = input_dropout(x, p_in, self.training)
         for i, conv in enumerate(self.convs):
             h = conv(x, edge_index, *extra)
-            if i < len(self.convs) - 1:
-                h = self.act(self.norms[i](h))
-                if cfg.residual and h.shape == x.shape:
-                    h = h + x
-                h = F.dropout(h, p=cfg.dropout, training=self.training)
-            x = h
+            x = self.finish_layer(i, h, x)
         return x
+
+    def finish_layer(self, i: int, h: Tensor, x: Tensor) -> Tensor:
+        """After layer ``i``'s convolution: norm, activation, residual and dropout (hidden layers only).
+
+        Shared by :meth:`forward` and layer-wise inference, so both compute the same function.
+        """
+        if i == len(self.convs) - 1:
+            return h
+        h = self.act(self.norms[i](h))
+        if self.config.residual and h.shape == x.shape:
+            h = h + x
+        return F.dropout(h, p=self.config.dropout, training=self.training)
 
 
 def input_dropout(x: Tensor, p: float, training: bool) -> Tensor:

@@ -8,7 +8,8 @@ Batches depend only on (seed, epoch): the same arguments give the same batches.
 """
 from __future__ import annotations
 
-from typing import Iterator, Protocol
+from collections.abc import Iterator
+from typing import Protocol
 
 import torch
 from torch_geometric.data import Data

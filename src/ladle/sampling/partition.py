@@ -43,8 +43,9 @@ def metis_parts(graph: Graph, parts: int, seed: int = 0, cache_dir=None) -> torc
 
     rowptr, col = graph.csr()
     options = pymetis.Options(seed=seed)
-    result = pymetis.part_graph(parts, xadj=rowptr.numpy().astype(np.int32), adjncy=col.numpy().astype(np.int32),
-                                options=options)
+    adjacency = pymetis.CSRAdjacency(adj_starts=rowptr.numpy().astype(np.int32),
+                                     adjacent=col.numpy().astype(np.int32))
+    result = pymetis.part_graph(parts, adjacency=adjacency, options=options)
     membership = np.asarray(result.vertex_part, dtype=np.int32)
     _save(path, membership)
     return torch.from_numpy(membership.astype(np.int64))
@@ -76,3 +77,36 @@ def _save(path: Path, membership: np.ndarray) -> None:
         atomic_write(path, buffer.getvalue())
     except OSError as err:  # a read-only cache only costs a recomputation next time
         log.warning("could not cache the partition at %s: %s", path, err)
+
+
+def membership_for(graph: Graph, method: str, parts: int, cache_dir=None) -> torch.Tensor:
+    """The run's partition: every ingredient of a run computes (or reads) the same one."""
+    if method == "metis":
+        return metis_parts(graph, parts, 0, cache_dir)
+    return random_parts(graph, parts, 0)
+
+
+def part_graph(graph: Graph, membership: torch.Tensor, part: int, halo: bool = False) -> Graph:
+    """The subgraph one partitioned ingredient trains on: part ``part`` (its core) and, with ``halo``,
+    the core's 1-hop neighbours as message sources. Only core training nodes carry the loss;
+    validation and test stay on the whole graph, so the masks here are empty."""
+    from torch_geometric.data import Data
+
+    from ladle.sampling.base import LocalIndex, edges_of, induced_subgraph
+
+    core = (membership == part).nonzero().view(-1)
+    nodes = core
+    if halo:
+        rowptr, col = graph.csr()
+        _, neighbour = edges_of(rowptr, col, core)
+        outside = neighbour[membership[neighbour] != part].unique()
+        nodes = torch.cat([core, outside])
+    local = induced_subgraph(graph, nodes, LocalIndex(graph.num_nodes))
+    edge_index = local.flip(0)  # rows sorted: the CSR view stays valid (the edge set is symmetric)
+    data = graph.data
+    is_core = torch.arange(nodes.numel()) < core.numel()
+    none = torch.zeros(nodes.numel(), dtype=torch.bool)
+    sub = Data(x=data.x[nodes], y=data.y[nodes], edge_index=edge_index, train_mask=data.train_mask[nodes] & is_core,
+               val_mask=none, test_mask=none.clone(), num_nodes=nodes.numel(), n_id=nodes)
+    return Graph(sub, f"{graph.name}[part {part}]", graph.num_classes, graph.task, graph.metric,
+                 f"{graph.fingerprint}:part{part}{'+halo' if halo else ''}")

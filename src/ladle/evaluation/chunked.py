@@ -1,0 +1,83 @@
+"""Layer-wise full-neighbourhood inference over node chunks, with memory bounded by the chunk size.
+
+Each layer is computed for all nodes, ``chunk_size`` target nodes at a time, from the previous
+layer's output: a chunk's subgraph holds its targets, their in-neighbours and only the edges
+into the targets, so peak memory grows with the chunk, not the graph (plus one [N, hidden]
+buffer per layer, as in PyG's layer-wise ``inference``). The last layer is computed only for
+the nodes asked for. This is exact for every architecture ladle builds:
+
+- SAGE (mean of in-neighbours + root), GIN (sum + (1+ε)·self), GAT (softmax over in-edges and the
+  self-loop) and MLP depend only on a target's in-edges;
+- GCN's symmetric normalisation also needs the *sources'* degrees, which a chunk does not see,
+  so its edge weights (self-loops included) are computed once on the whole graph and passed
+  with the layer's own normalisation switched off.
+
+On graphs that fit one forward the results equal ``model(x, edge_index)`` up to float rounding.
+"""
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ladle.data.graph import Graph
+from ladle.sampling.base import LocalIndex, edge_positions
+
+
+@torch.no_grad()
+def chunked_forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None = None) -> Tensor:
+    """Eval-mode logits of ``out_nodes`` (default: all nodes, [N, C]) by layer-wise chunked inference."""
+    was_training = model.training
+    model.eval()
+    try:
+        return _forward(model, graph, chunk_size, out_nodes)
+    finally:
+        model.train(was_training)
+
+
+def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> Tensor:
+    n = graph.num_nodes
+    device = graph.data.x.device
+    rowptr, col = (t.cpu() for t in graph.csr())
+    index = LocalIndex(n)
+    gcn_inv_sqrt = None
+    if model.supports_edge_weight:  # GCN: global degrees with self-loops
+        gcn_inv_sqrt = (rowptr[1:] - rowptr[:-1] + 1).to(torch.float32).rsqrt()
+    all_nodes = torch.arange(n)
+    h = graph.data.x
+    last = len(model.convs) - 1
+    for i, conv in enumerate(model.convs):
+        targets_all = all_nodes if i < last or out_nodes is None else out_nodes.cpu()
+        pieces = []
+        for targets in targets_all.split(chunk_size):
+            out = _layer_chunk(conv, h, rowptr, col, targets, index, gcn_inv_sqrt, device)
+            pieces.append(out)
+        h_new = torch.cat(pieces) if pieces else h.new_empty(0, model.convs[i].out_channels)
+        if i < last:
+            h = model.finish_layer(i, h_new, h)
+        else:
+            h = h_new
+    return h
+
+
+def _layer_chunk(conv, h, rowptr, col, targets, index: LocalIndex, gcn_inv_sqrt, device) -> Tensor:
+    owner, position = edge_positions(rowptr, targets)
+    sources = col[position]
+    # Local ids: targets first, then sources that are not targets (in first-seen order).
+    index.assign(targets)
+    extra = sources[index[sources] < 0].unique()
+    nodes = torch.cat([targets, extra])
+    index.assign(nodes)
+    edge_index = torch.stack([index[sources], owner])
+    index.clear(nodes)
+    x = h[nodes.to(device)]
+    if gcn_inv_sqrt is None:
+        return conv(x, edge_index.to(device))[: targets.numel()]
+    loops = torch.arange(targets.numel())
+    edge_index = torch.cat([edge_index, torch.stack([loops, loops])], 1)
+    weight = torch.cat([gcn_inv_sqrt[sources] * gcn_inv_sqrt[targets[owner]], gcn_inv_sqrt[targets] ** 2])
+    normalize = conv.normalize
+    conv.normalize = False
+    try:
+        return conv(x, edge_index.to(device), weight.to(device))[: targets.numel()]
+    finally:
+        conv.normalize = normalize
