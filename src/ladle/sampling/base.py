@@ -83,8 +83,8 @@ def subgraph_batch(graph: Graph, nodes: torch.Tensor, index: LocalIndex, edge_in
     """A whole-subgraph batch: the loss covers the training nodes inside it."""
     data = graph.data
     edge_index = induced_subgraph(graph, nodes, index) if edge_index is None else edge_index
-    return Data(x=data.x[nodes], y=data.y[nodes], edge_index=edge_index, n_id=nodes,
-                loss_mask=data.train_mask[nodes], num_nodes=nodes.numel(), **extra)
+    return Data(x=data.x.index_select(0, nodes), y=data.y.index_select(0, nodes), edge_index=edge_index,
+                n_id=nodes, loss_mask=data.train_mask[nodes], num_nodes=nodes.numel(), **extra)
 
 
 def build_sampler(graph: Graph, config: SamplerConfig, seed: int, *, cache_dir=None) -> Sampler:

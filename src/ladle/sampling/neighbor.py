@@ -14,27 +14,36 @@ from torch_geometric.data import Data
 
 from ladle.config import SamplerConfig
 from ladle.data.graph import Graph
-from ladle.sampling.base import LocalIndex, edges_of, epoch_generator
+from ladle.sampling.base import LocalIndex, edge_positions, epoch_generator
 
 
 def sample_neighbours(rowptr, col, frontier, fanout, gen):
-    """Up to ``fanout`` distinct neighbours of each frontier node.
+    """Up to ``fanout`` distinct neighbours of each frontier node, uniformly without replacement.
 
-    Returns (position in ``frontier`` of the target, global id of the sampled neighbour).
+    Returns (position in ``frontier`` of the target, global id of the sampled neighbour). Nodes
+    with at most ``fanout`` neighbours keep them all; only the others' edges are shuffled.
     """
-    owner, neighbour = edges_of(rowptr, col, frontier)
+    owner, position = edge_positions(rowptr, frontier)
     if owner.numel() == 0:
-        return owner, neighbour
-    count = rowptr[frontier + 1] - rowptr[frontier]
-    if bool((count <= fanout).all()):
-        return owner, neighbour
+        return owner, position
+    count = (rowptr.index_select(0, frontier + 1) - rowptr.index_select(0, frontier)).index_select(0, owner)
+    big = count > fanout
+    if not bool(big.any()):
+        return owner, col.index_select(0, position)
+    small = ~big
+    owner_big, position_big = owner[big], position[big]
     # Random key per candidate; sorting by (owner, key) shuffles each node's edges independently.
-    key = owner.to(torch.float64) + torch.rand(owner.numel(), generator=gen, dtype=torch.float64)
+    key = owner_big.to(torch.float64) + torch.rand(owner_big.numel(), generator=gen, dtype=torch.float64)
     order = torch.argsort(key)
-    owner, neighbour = owner[order], neighbour[order]
-    rank = torch.arange(owner.numel()) - (torch.cumsum(count, 0) - count)[owner]
-    keep = rank < fanout
-    return owner[keep], neighbour[keep]
+    owner_big, position_big = owner_big.index_select(0, order), position_big.index_select(0, order)
+    # Rank within the owner's group: groups are contiguous after the sort.
+    starts = torch.ones_like(owner_big, dtype=torch.bool)
+    starts[1:] = owner_big[1:] != owner_big[:-1]
+    group_start = torch.cummax(torch.where(starts, torch.arange(owner_big.numel()), 0), 0).values
+    keep = (torch.arange(owner_big.numel()) - group_start) < fanout
+    owner = torch.cat([owner[small], owner_big[keep]])
+    position = torch.cat([position[small], position_big[keep]])
+    return owner, col.index_select(0, position)
 
 
 class NeighborSampler:
@@ -55,6 +64,13 @@ class NeighborSampler:
             yield self.sample(seeds, gen)
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Data:
+        n_id, edge_index = self.sample_topology(seeds, gen)
+        data = self.graph.data
+        return Data(x=data.x.index_select(0, n_id), y=data.y.index_select(0, n_id), edge_index=edge_index,
+                    n_id=n_id, batch_size=seeds.numel(), num_nodes=n_id.numel())
+
+    def sample_topology(self, seeds: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """The sampled nodes (``n_id``, seeds first) and local edges, without gathering features."""
         rowptr, col = (t.cpu() for t in self.graph.csr())
         index = self.index
         nodes, frontier = [seeds], seeds
@@ -63,22 +79,20 @@ class NeighborSampler:
         src, dst = [], []
         for fanout in self.config.fanouts:
             target_pos, neighbour = sample_neighbours(rowptr, col, frontier, fanout, gen)
-            target_local = index[frontier][target_pos]
-            local = index[neighbour]
+            target_local = index.buffer.index_select(0, frontier).index_select(0, target_pos)
+            local = index.buffer.index_select(0, neighbour)
             new = local < 0
             fresh = _first_appearance_unique(neighbour[new])
             index.buffer[fresh] = torch.arange(total, total + fresh.numel())
             total += fresh.numel()
-            src.append(index[neighbour])
+            src.append(index.buffer.index_select(0, neighbour))
             dst.append(target_local)
             nodes.append(fresh)
             frontier = fresh
         n_id = torch.cat(nodes)
         index.clear(n_id)
-        data = self.graph.data
         edge_index = torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.empty(2, 0, dtype=torch.long)
-        return Data(x=data.x[n_id], y=data.y[n_id], edge_index=edge_index, n_id=n_id,
-                    batch_size=seeds.numel(), num_nodes=n_id.numel())
+        return n_id, edge_index
 
 
 def _first_appearance_unique(ids: torch.Tensor) -> torch.Tensor:
