@@ -41,7 +41,7 @@ def one_pipeline(job: dict) -> dict:
         results = api.run(build_config(values), Path(tmp) / "run")
     scores = {"best ingredient": results["best_ingredient"], "ingredients mean": results["ingredient_mean"]}
     scores.update({name: s for name, s in results["soups"].items()})
-    return {**job, "seconds": time.perf_counter() - start,
+    return {**job, "epochs_used": results["config"]["train"]["epochs"], "seconds": time.perf_counter() - start,
             "test": {k: v["test"] for k, v in scores.items()}, "val": {k: v["val"] for k, v in scores.items()}}
 
 

@@ -109,7 +109,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--heads", type=int, help="GAT attention heads (default 8)")
     g = p.add_argument_group("training")
     g.add_argument("--ingredients", type=int, help="number of ingredients (default 8)")
-    g.add_argument("--epochs", type=int, help="epochs per ingredient (default 200)")
+    g.add_argument("--epochs", type=int, help="epochs per ingredient (default 200; GAT 500)")
     g.add_argument("--lr", type=float, help="Adam learning rate (default 0.01; GAT 0.005)")
     g.add_argument("--weight-decay", type=float, help="Adam weight decay (default 5e-4)")
     g.add_argument("--eval-every", type=int, help="validate every k epochs (default 1)")

@@ -6,6 +6,7 @@ from pathlib import Path
 import torch
 
 from ladle.data import load_graph
+from ladle.evaluation.chunked import chunked_forward
 from ladle.store import RunDir, load_model
 
 
@@ -19,7 +20,11 @@ def predict(run_dir: str | Path, name: str = "gis") -> list[tuple[int, str, str]
     probs = []
     with torch.no_grad():
         for member in names:
-            logits = load_model(run.weights_path(member))(graph.data.x, graph.data.edge_index)
+            model = load_model(run.weights_path(member))
+            if config.train.eval_chunk:
+                logits = chunked_forward(model, graph, config.train.eval_chunk)
+            else:
+                logits = model(graph.data.x, graph.data.edge_index)
             probs.append(torch.sigmoid(logits) if multilabel else torch.softmax(logits, -1))
     mean = torch.stack(probs).mean(0)
     split = _split_names(graph)
