@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ladle", description="Communication-free parallel GNN training with model soups (Graph Ladling).")
     parser.add_argument("--debug", action="store_true", help="log everything and show tracebacks")
+    parser.add_argument("--version", action="version", version=f"ladle {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="train ingredients, soup them, report (the whole pipeline)")
@@ -90,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     datasets.add_argument("--root", default="data", help="where to look for downloaded files")
     datasets.set_defaults(handler=cmd_datasets)
     return parser
+
+
+def _version() -> str:
+    from ladle import __version__
+
+    return __version__
 
 
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
