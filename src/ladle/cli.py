@@ -189,7 +189,7 @@ def cmd_train(args) -> int:
     config = config_from_args(args)
     args.out = args.out or _default_out(config)
     with _progress(args.quiet) as (on_epoch, _):
-        run_dir, _, records = api.train(config, args.out, on_epoch=on_epoch)
+        run_dir, _, _ = api.train(config, args.out, on_epoch=on_epoch)
     from ladle.report import write_report
 
     _finish(args, write_report(run_dir))

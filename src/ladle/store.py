@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
@@ -94,7 +93,7 @@ def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
                          fix="retrain it or restore the original file")
     try:
         state = load_safetensors(payload)
-    except (SafetensorError, Exception) as err:
+    except Exception as err:  # safetensors raises several types for a malformed header
         raise LadleError(f"{path} is not a safetensors file ({err})") from None
     listed = sidecar.get("tensors", {})
     if set(listed) != set(state):
