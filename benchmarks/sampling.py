@@ -25,6 +25,8 @@ SAMPLERS = {
     "saint-node": {"name": "saint-node", "budget": 8000, "coverage": 2},
     "saint-edge": {"name": "saint-edge", "budget": 4000, "coverage": 2},
     "saint-rw": {"name": "saint-rw", "budget": 2000, "walk_length": 2, "coverage": 2},
+    "fastgcn": {"name": "fastgcn", "budget": 4000, "batch_size": 1024},
+    "ladies": {"name": "ladies", "budget": 4000, "batch_size": 1024},
 }
 
 

@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
-from ladle.config import RunConfig
+from ladle.config import EngineConfig, RunConfig
 from ladle.data import Graph, load_graph
-from ladle.engines import serial
+from ladle.engines import get_engine
+from ladle.engines.base import Finished, IngredientStore, OnProgress
 from ladle.errors import LadleError
 from ladle.evaluation import Evaluator
 from ladle.profiling import measure
 from ladle.report import write_report
 from ladle.soups import Ingredient, get_soup
 from ladle.store import RunDir, model_from_sidecar
-from ladle.train import IngredientRecord, OnEpoch
 
 log = logging.getLogger(__name__)
 OnSoup = Callable[[str, str], None]  # (method, "start" | "done")
@@ -31,19 +32,41 @@ def dataset_meta(graph: Graph) -> dict:
             "nodes": graph.num_nodes, "classes": graph.num_classes}
 
 
-def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None,
-          on_epoch: OnEpoch | None = None) -> tuple[RunDir, Graph, list[IngredientRecord]]:
-    """Create the run directory and train every ingredient, storing each as soon as it is done."""
+def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_epoch: OnProgress | None = None,
+          resume: bool = False) -> tuple[RunDir, Graph, list[Finished]]:
+    """Create the run directory (or, with ``resume``, reopen it) and train every missing ingredient.
+
+    Each ingredient is stored as soon as it is done, by the worker that trained it; resuming
+    trains only those with no complete checkpoint. Returns the summaries of those trained now.
+    """
     for method in config.soups:
         get_soup(method)  # an unknown soup name fails now, not after an hour of training
     _check_device(config.device)
-    run_dir = RunDir(out).create(config)
+    # The graph first: a dataset that fails to load must not leave an empty run directory behind.
     graph = graph if graph is not None else load_graph(config.dataset, config.root)
+    run_dir = RunDir(out) if resume else RunDir(out).create(config)
     meta = dataset_meta(graph)
-    log.info("training %d ingredients of %s on %s", config.ingredients, config.model.name, graph.name)
-    records = serial.run(config.ingredient_specs(), graph, device=config.device,
-                         on_record=lambda r: run_dir.save_ingredient(r, meta), on_epoch=on_epoch)
-    return run_dir, graph, records
+    done = set(run_dir.ingredient_names())
+    specs = [s for s in config.ingredient_specs() if s.name not in done]
+    engine = config.engine
+    log.info("training %d of %d ingredients of %s on %s with the %s engine", len(specs), config.ingredients,
+             config.model.name, graph.name, engine.resolved)
+    store = IngredientStore(str(run_dir.path), meta)
+    finished = get_engine(engine.resolved).run(specs, graph, store, device=config.device, engine=engine,
+                                               on_epoch=on_epoch, on_done=run_dir.log_timeline)
+    return run_dir, graph, finished
+
+
+def resume(out: str | Path, *, engine: EngineConfig | None = None, on_epoch: OnProgress | None = None,
+           on_soup: OnSoup | None = None) -> dict:
+    """Finish a run that was stopped: train the missing ingredients with the stored config, soup, report."""
+    run_dir = RunDir(out)
+    config = run_dir.config()
+    if engine is not None:  # where to train may change on resume; what to train may not
+        config = replace(config, engine=engine)
+    _, graph, _ = train(config, out, on_epoch=on_epoch, resume=True)
+    soup(run_dir, graph=graph, on_soup=on_soup)
+    return write_report(run_dir)
 
 
 def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, graph: Graph | None = None,
@@ -93,7 +116,7 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
     return written
 
 
-def run(config: RunConfig, out: str | Path, *, on_epoch: OnEpoch | None = None,
+def run(config: RunConfig, out: str | Path, *, on_epoch: OnProgress | None = None,
         on_soup: OnSoup | None = None) -> dict:
     """Train, soup and report; return the results (also written to ``out/results.json``)."""
     run_dir, graph, _ = train(config, out, on_epoch=on_epoch)

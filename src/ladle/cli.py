@@ -31,6 +31,11 @@ FLAG_KEYS = {
     "walk_length": "sampler.walk_length", "steps": "sampler.steps", "partition": "partition.method",
     "halo": "partition.halo",
 }
+ENGINE_FLAGS = {
+    "engine": "engine.name", "workers": "engine.workers", "threads": "engine.threads", "retries": "engine.retries",
+    "address": "engine.address", "cpus_per_ingredient": "engine.cpus_per_ingredient",
+    "gpus_per_ingredient": "engine.gpus_per_ingredient",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +51,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         where = getattr(args, "out", None)
-        errors.print("interrupted." + (f" Finished ingredients are kept in {where}." if where else ""))
+        errors.print("interrupted." + (f" Finished ingredients are kept in {where}; finish the run with "
+                                       f"ladle run --resume {where}" if where else ""))
         return 130
     except Exception as err:  # a bug in ladle: one line, the traceback only when asked for
         if args.debug:
@@ -65,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="train ingredients, soup them, report (the whole pipeline)")
     _add_run_flags(run)
+    run.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                     help="finish a stopped run: train its missing ingredients with its stored config, then soup")
     run.set_defaults(handler=cmd_run)
     train = sub.add_parser("train", help="train and store ingredients only")
     _add_run_flags(train)
@@ -125,18 +133,29 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--init", choices=["shared", "independent"], help="initialisation across ingredients (default shared)")
     g.add_argument("--device", help="torch device: cpu, cuda, cuda:N (default cpu)")
     g = p.add_argument_group("sampling")
-    g.add_argument("--sampler", help="full, neighbor, cluster, saint-node, saint-edge, saint-rw (default full)")
+    g.add_argument("--sampler", help="full, neighbor, cluster, saint-node, saint-edge, saint-rw, fastgcn, ladies "
+                   "(default full)")
     g.add_argument("--fanouts", type=_int_list, help="neighbours per layer, e.g. 15,10 (neighbor)")
-    g.add_argument("--batch-size", type=int, help="seed nodes per batch (neighbor; default 512)")
+    g.add_argument("--batch-size", type=int, help="seed nodes per batch (neighbor, fastgcn, ladies; default 512)")
     g.add_argument("--parts", type=int, help="METIS parts (cluster; default 32), or K with --partition")
     g.add_argument("--parts-per-batch", type=int, help="parts per batch (cluster; default 4)")
-    g.add_argument("--budget", type=int, help="nodes, edges or walk roots per subgraph (saint-*; default 1000)")
+    g.add_argument("--budget", type=int, help="nodes, edges or walk roots per subgraph (saint-*), nodes per layer "
+                   "(fastgcn, ladies; default 1000)")
     g.add_argument("--walk-length", type=int, help="random-walk length (saint-rw; default 2)")
     g.add_argument("--steps", type=int, help="subgraphs per epoch, 0 = about one pass over the nodes (saint-*)")
     g.add_argument("--partition", choices=["none", "metis", "random"],
                    help="ingredient i trains only on part i of K (--parts K, default one part per ingredient)")
     g.add_argument("--halo", action=argparse.BooleanOptionalAction, default=None,
                    help="with --partition: add each part's 1-hop neighbours as message sources")
+    g = p.add_argument_group("engine (where ingredients train; never changes their weights)")
+    g.add_argument("--engine", choices=["auto", "serial", "process", "ray"],
+                   help="auto (default): process when --workers > 1, else serial")
+    g.add_argument("--workers", type=int, help="local worker processes (default 1)")
+    g.add_argument("--threads", type=int, help="torch threads per ingredient (default 1; same value, same weights)")
+    g.add_argument("--retries", type=int, help="retries of a killed ingredient (default 2)")
+    g.add_argument("--address", help="Ray cluster: auto or HOST:PORT (default RAY_ADDRESS, else a local Ray)")
+    g.add_argument("--cpus-per-ingredient", type=float, help="Ray CPUs per ingredient task (default 1)")
+    g.add_argument("--gpus-per-ingredient", type=float, help="Ray GPUs per ingredient task (default 0)")
     g = p.add_argument_group("soups")
     g.add_argument("--soups", type=_comma_list, help="comma-separated methods (default uniform,greedy,gis,ensemble)")
     g.add_argument("--granularity", type=int, help="GIS α grid size (default 20)")
@@ -156,7 +175,7 @@ def _comma_list(text: str) -> list[str]:
 def config_from_args(args):
     from ladle.config import build_config, load_toml
 
-    overrides = {key: getattr(args, flag) for flag, key in FLAG_KEYS.items()}
+    overrides = {key: getattr(args, flag) for flag, key in {**FLAG_KEYS, **ENGINE_FLAGS}.items()}
     if args.partition not in (None, "none") and args.parts is not None:
         # With --partition, --parts counts the partition's parts (Graph Ladling's K), not ClusterGCN's.
         overrides["partition.parts"] = overrides.pop("sampler.parts")
@@ -175,10 +194,35 @@ def _default_out(config) -> Path:
 def cmd_run(args) -> int:
     from ladle import api
 
+    if args.resume is not None:
+        return _resume(args)
     config = config_from_args(args)
     args.out = args.out or _default_out(config)
     with _progress(args.quiet) as (on_epoch, on_soup):
         results = api.run(config, args.out, on_epoch=on_epoch, on_soup=on_soup)
+    _finish(args, results)
+    return 0
+
+
+def _resume(args) -> int:
+    from dataclasses import replace
+
+    from ladle import api
+    from ladle.config import EngineConfig
+    from ladle.store import RunDir
+
+    given = [f"--{flag.replace('_', '-')}" for flag in [*FLAG_KEYS, "config", "out"] if getattr(args, flag) is not None]
+    if given:
+        raise LadleError(f"--resume uses the run's stored config, but {', '.join(given)} was given",
+                         fix="drop those flags (only engine flags such as --workers may change on resume)")
+    config = RunDir(args.resume).config()
+    engine = {k.split(".", 1)[1]: getattr(args, f) for f, k in ENGINE_FLAGS.items() if getattr(args, f) is not None}
+    engine_config = replace(config.engine, **engine) if engine else None
+    if engine_config is not None:
+        EngineConfig(**engine_config.__dict__)  # validate
+    args.out = args.resume
+    with _progress(args.quiet) as (on_epoch, on_soup):
+        results = api.resume(args.resume, engine=engine_config, on_epoch=on_epoch, on_soup=on_soup)
     _finish(args, results)
     return 0
 
@@ -258,10 +302,10 @@ def _progress(quiet: bool):
     with Progress(*columns, console=console, transient=False) as progress:
         tasks: dict[str, int] = {}
 
-        def on_epoch(name, epoch, epochs, best_val):
+        def on_epoch(name, epoch, epochs, best_val, worker=""):
             if name not in tasks:
                 tasks[name] = progress.add_task(name, total=epochs, info="")
-            progress.update(tasks[name], completed=epoch, info=f"best val {best_val:.4f}")
+            progress.update(tasks[name], completed=epoch, info=f"best val {best_val:.4f}  {worker}")
 
         def on_soup(method, state):
             key = f"soup {method}"

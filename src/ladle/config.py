@@ -108,7 +108,7 @@ class TrainConfig:
         _check_int("train.eval_chunk", self.eval_chunk, 0)
 
 
-SAMPLERS = ("full", "neighbor", "cluster", "saint-node", "saint-edge", "saint-rw")
+SAMPLERS = ("full", "neighbor", "cluster", "saint-node", "saint-edge", "saint-rw", "fastgcn", "ladies")
 
 
 def resolve_sampler_name(name: str) -> str:
@@ -128,12 +128,14 @@ class SamplerConfig:
     """How an ingredient sees the graph during training.
 
     Args:
-        name: ``full`` (default), ``neighbor``, ``cluster``, ``saint-node``, ``saint-edge``, ``saint-rw``.
+        name: ``full`` (default), ``neighbor``, ``cluster``, ``saint-node``, ``saint-edge``, ``saint-rw``,
+            ``fastgcn``, ``ladies``.
         fanouts: neighbours sampled per layer, outermost hop first (neighbor; default 15,10).
-        batch_size: seed (training) nodes per mini-batch (neighbor; default 512).
+        batch_size: seed (training) nodes per mini-batch (neighbor, fastgcn, ladies; default 512).
         parts: METIS parts of the graph (cluster; default 32).
         parts_per_batch: parts joined into one batch, with all edges among them (cluster; default 4).
-        budget: nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per subgraph (default 1000).
+        budget: nodes (saint-node), edges (saint-edge) or walk roots (saint-rw) drawn per subgraph, or nodes
+            drawn per layer (fastgcn, ladies) (default 1000).
         walk_length: random-walk length (saint-rw; default 2).
         steps: subgraphs per epoch; 0 means enough to cover the nodes about once (saint; default 0).
         coverage: pre-sampled subgraphs per node, on average, to estimate GraphSAINT's normalisations (default 20).
@@ -190,6 +192,55 @@ class PartitionConfig:
         _check_bool("partition.halo", self.halo)
 
 
+ENGINE_NAMES = ("auto", "serial", "process", "ray")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Where the ingredients train; never changes their weights (bit-identical on CPU).
+
+    Args:
+        name: ``auto`` (default: ``process`` when workers > 1, else ``serial``), ``serial``, ``process`` or ``ray``.
+        workers: local worker processes (process; default 1).
+        threads: torch threads each ingredient trains with (default 1). Floating-point sums depend on it,
+            so the same ``threads`` gives bit-identical weights on every engine and worker count.
+        retries: times a killed or failed ingredient is retried before the run stops (default 2).
+        address: Ray cluster address, ``auto`` or ``HOST:PORT``; empty means ``RAY_ADDRESS`` or a local
+            Ray started for the run (ray; default empty).
+        cpus_per_ingredient: Ray CPUs each ingredient task reserves (ray; default 1).
+        gpus_per_ingredient: Ray GPUs each ingredient task reserves (ray; default 0).
+    """
+
+    name: str = "auto"
+    workers: int = 1
+    threads: int = 1
+    retries: int = 2
+    address: str = ""
+    cpus_per_ingredient: float = 1.0
+    gpus_per_ingredient: float = 0.0
+
+    def __post_init__(self):
+        _check_choice("engine.name", self.name, ENGINE_NAMES)
+        _check_int("engine.workers", self.workers, 1, 4096)
+        _check_int("engine.threads", self.threads, 1, 4096)
+        _check_int("engine.retries", self.retries, 0, 100)
+        if not isinstance(self.address, str):
+            raise LadleError(f"engine.address must be a string, got {self.address!r}", fix='for example address = "auto"')
+        for key in ("cpus_per_ingredient", "gpus_per_ingredient"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+                raise LadleError(f"engine.{key} must be a number >= 0, got {value!r}", fix=f"for example {key} = 1")
+        if self.cpus_per_ingredient == 0 and self.gpus_per_ingredient == 0:
+            raise LadleError("engine.cpus_per_ingredient and gpus_per_ingredient are both 0",
+                             fix="reserve at least one CPU or GPU per ingredient")
+
+    @property
+    def resolved(self) -> str:
+        if self.name != "auto":
+            return self.name
+        return "process" if self.workers > 1 else "serial"
+
+
 @dataclass(frozen=True)
 class Recipe:
     """``count`` ingredients trained with one sampler (and, optionally, their own data-seed base)."""
@@ -244,6 +295,7 @@ class RunConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     recipes: tuple[Recipe, ...] = ()
 
     def __post_init__(self):
@@ -405,7 +457,8 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
 
 
-TABLES = {"model": ModelConfig, "train": TrainConfig, "sampler": SamplerConfig, "partition": PartitionConfig}
+TABLES = {"model": ModelConfig, "train": TrainConfig, "sampler": SamplerConfig, "partition": PartitionConfig,
+          "engine": EngineConfig}
 
 
 def _known_keys() -> set[str]:

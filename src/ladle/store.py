@@ -14,6 +14,7 @@ does, and it is verified on every read. Nothing is ever unpickled.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -182,6 +183,17 @@ class RunDir:
             "history": record.history,
         }
         return save_weights(self.ingredients / f"{record.name}.safetensors", record.state, sidecar)
+
+    def log_timeline(self, done) -> None:
+        """Append which worker trained an ingredient, and when (``timeline.jsonl``, one object per line)."""
+        with open(self.path / "timeline.jsonl", "a") as f:
+            f.write(json.dumps(dataclasses.asdict(done)) + "\n")
+
+    def timeline(self) -> list[dict]:
+        path = self.path / "timeline.jsonl"
+        if not path.is_file():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
     def ingredient_names(self) -> list[str]:
         """Names of ingredients whose sidecar exists (a checkpoint is complete once it does)."""

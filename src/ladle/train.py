@@ -57,7 +57,8 @@ def loss_fn(graph: Graph, logits: torch.Tensor, y: torch.Tensor, weight: torch.T
 
 def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | None:
     """Loss of one mini-batch: on its seed nodes (``batch_size``) or its masked nodes; None if it has none."""
-    logits = model(batch.x, batch.edge_index, batch.get("edge_weight"))
+    logits = model(batch.x, batch.edge_index, batch.get("edge_weight"), batch.get("layer_ptr"),
+                   batch.get("self_weight"))
     if batch.get("batch_size") is not None:
         return loss_fn(graph, logits[: batch.batch_size], batch.y[: batch.batch_size])
     mask = batch.loss_mask
@@ -80,7 +81,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     train_graph = _training_graph(spec, graph)
     # Samplers work on the CPU graph; full batches use the graph already on the device.
     sampler = build_sampler(train_graph.to(device) if spec.sampler.name == "full" else train_graph, spec.sampler,
-                            spec.data_seed)
+                            spec.data_seed, num_layers=spec.model.layers)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
     seed_everything(spec.data_seed)  # dropout draws from here on are this ingredient's own
 

@@ -1,21 +1,22 @@
 """The serial engine: ingredients one after another in this process (the reference engine)."""
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
-from ladle.config import IngredientSpec
+from ladle.config import EngineConfig, IngredientSpec
 from ladle.data.graph import Graph
-from ladle.train import IngredientRecord, OnEpoch, train_ingredient
+from ladle.engines.base import Finished, IngredientStore, OnProgress, train_and_store, worker_label
 
 
-def run(specs: Sequence[IngredientSpec], graph: Graph, *, device: str = "cpu",
-        on_record: Callable[[IngredientRecord], None] | None = None,
-        on_epoch: OnEpoch | None = None) -> list[IngredientRecord]:
-    """Train every spec; ``on_record`` is called as each finishes, so it can be stored at once."""
-    records = []
+def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",
+        engine: EngineConfig = EngineConfig(), on_epoch: OnProgress | None = None,
+        on_done=None) -> list[Finished]:
+    """Train and store every spec in order; ``on_done`` sees each summary as it finishes."""
+    finished = []
     for spec in specs:
-        record = train_ingredient(spec, graph, device=device, on_epoch=on_epoch)
-        if on_record is not None:
-            on_record(record)
-        records.append(record)
-    return records
+        done = train_and_store(spec, graph, store, device=device, threads=engine.threads,
+                               worker=worker_label("serial", 0), on_epoch=on_epoch)
+        if on_done is not None:
+            on_done(done)
+        finished.append(done)
+    return finished

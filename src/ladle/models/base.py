@@ -39,19 +39,36 @@ class GNN(nn.Module):
     def init_conv(self, in_channels: int, out_channels: int, *, last: bool) -> nn.Module:
         raise NotImplementedError
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None,
+                layer_ptr: Tensor | None = None, self_weight: Tensor | None = None) -> Tensor:
         """x: [N, F] features, edge_index: [2, E], edge_weight: [E] or None -> [N, out_channels] logits.
 
-        ``edge_weight`` is used by layers that take one and ignored by the others.
+        ``edge_weight`` is used by layers that take one and ignored by the others. A layer-wise
+        sampled batch (FastGCN, LADIES) also passes ``layer_ptr`` [layers + 1], so that layer i
+        uses only edges ``layer_ptr[i]:layer_ptr[i+1]``, and ``self_weight`` [N], the exact
+        self-loop coefficients; its edge weights are then the whole propagation.
         """
         extra = (edge_weight,) if edge_weight is not None and self.supports_edge_weight else ()
+        if layer_ptr is not None and layer_ptr.numel() != len(self.convs) + 1:
+            raise ValueError(f"a layer-wise batch for {layer_ptr.numel() - 1} layers given to a "
+                             f"{len(self.convs)}-layer model")
         cfg = self.config
         p_in = cfg.dropout if cfg.input_dropout is None else cfg.input_dropout
         x = input_dropout(x, p_in, self.training)
         for i, conv in enumerate(self.convs):
-            h = conv(x, edge_index, *extra)
+            if layer_ptr is None:
+                h = conv(x, edge_index, *extra)
+            else:
+                lo, hi = int(layer_ptr[i]), int(layer_ptr[i + 1])
+                weight = None if edge_weight is None else edge_weight[lo:hi]
+                h = self.sampled_conv(conv, x, edge_index[:, lo:hi], weight, self_weight)
             x = self.finish_layer(i, h, x)
         return x
+
+    def sampled_conv(self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
+                     self_weight: Tensor | None) -> Tensor:
+        """One layer of a layer-wise sampled batch; layers without edge weights just aggregate the sampled edges."""
+        return conv(x, edge_index)
 
     def finish_layer(self, i: int, h: Tensor, x: Tensor) -> Tensor:
         """After layer ``i``'s convolution: norm, activation, residual and dropout (hidden layers only).

@@ -1,4 +1,5 @@
 """GCN: Kipf & Welling, *Semi-Supervised Classification with Graph Convolutional Networks* (ICLR 2017)."""
+import torch
 from torch_geometric.nn import GCNConv
 
 from ladle.models.base import GNN
@@ -11,3 +12,15 @@ class GCN(GNN):
 
     def init_conv(self, in_channels, out_channels, *, last):
         return GCNConv(in_channels, out_channels)
+
+    def sampled_conv(self, conv, x, edge_index, edge_weight, self_weight):
+        # The sampler's weights already are Â's estimate: propagate them as they are, with the
+        # exact self-loops, instead of renormalising the sampled graph.
+        loops = torch.arange(x.size(0), device=x.device)
+        edge_index = torch.cat([edge_index, torch.stack([loops, loops])], 1)
+        edge_weight = torch.cat([edge_weight, self_weight])
+        conv.normalize = False
+        try:
+            return conv(x, edge_index, edge_weight)
+        finally:
+            conv.normalize = True

@@ -3,7 +3,8 @@
 A sampler is built from ``(graph, config, seed)`` and yields PyG ``Data`` mini-batches for an
 epoch: ``x``, ``y``, local ``edge_index`` (source -> target), ``n_id`` (global ids) and either
 ``batch_size`` (node-wise samplers: the seed nodes come first and carry the loss) or
-``loss_mask`` (subgraph samplers), with optional GraphSAINT ``loss_weight`` and ``edge_weight``.
+``loss_mask`` (subgraph samplers), with optional GraphSAINT ``loss_weight`` and ``edge_weight``;
+layer-wise samplers add ``layer_ptr`` and ``self_weight`` (see :mod:`ladle.sampling.layerwise`).
 Batches depend only on (seed, epoch): the same arguments give the same batches.
 """
 from __future__ import annotations
@@ -28,6 +29,17 @@ class Sampler(Protocol):
 def epoch_generator(seed: int, epoch: int) -> torch.Generator:
     """A generator of its own per (seed, epoch): batches never share a stream with dropout."""
     return torch.Generator().manual_seed(derive_seed(seed, "sampler", epoch))
+
+
+class Categorical:
+    """Draws with replacement from fixed weights by inverse CDF (``torch.multinomial`` caps at 2^24 categories)."""
+
+    def __init__(self, weights: torch.Tensor):
+        self.cdf = torch.cumsum(weights.to(torch.float64), 0)
+
+    def sample(self, count: int, gen: torch.Generator) -> torch.Tensor:
+        u = torch.rand(count, generator=gen, dtype=torch.float64) * self.cdf[-1]
+        return torch.searchsorted(self.cdf, u, right=True).clamp_max(self.cdf.numel() - 1)
 
 
 def edge_positions(rowptr: torch.Tensor, nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,9 +99,11 @@ def subgraph_batch(graph: Graph, nodes: torch.Tensor, index: LocalIndex, edge_in
                 n_id=nodes, loss_mask=data.train_mask[nodes], num_nodes=nodes.numel(), **extra)
 
 
-def build_sampler(graph: Graph, config: SamplerConfig, seed: int, *, cache_dir=None) -> Sampler:
+def build_sampler(graph: Graph, config: SamplerConfig, seed: int, *, num_layers: int = 2, cache_dir=None) -> Sampler:
+    """The sampler ``config`` names; ``num_layers`` is the model's depth (the layer-wise samplers need it)."""
     from ladle.sampling.cluster import ClusterSampler
     from ladle.sampling.full import FullBatch
+    from ladle.sampling.layerwise import LayerwiseSampler
     from ladle.sampling.neighbor import NeighborSampler
     from ladle.sampling.saint import SaintSampler
 
@@ -99,4 +113,6 @@ def build_sampler(graph: Graph, config: SamplerConfig, seed: int, *, cache_dir=N
         return NeighborSampler(graph, config, seed)
     if config.name == "cluster":
         return ClusterSampler(graph, config, seed, cache_dir=cache_dir)
+    if config.name in ("fastgcn", "ladies"):
+        return LayerwiseSampler(graph, config, seed, num_layers)
     return SaintSampler(graph, config, seed)

@@ -23,26 +23,23 @@ def sample_neighbours(rowptr, col, frontier, fanout, gen):
     Returns (position in ``frontier`` of the target, global id of the sampled neighbour). Nodes
     with at most ``fanout`` neighbours keep them all; only the others' edges are shuffled.
     """
-    owner, position = edge_positions(rowptr, frontier)
-    if owner.numel() == 0:
-        return owner, position
-    count = (rowptr.index_select(0, frontier + 1) - rowptr.index_select(0, frontier)).index_select(0, owner)
+    count = rowptr.index_select(0, frontier + 1) - rowptr.index_select(0, frontier)
     big = count > fanout
-    if not bool(big.any()):
+    small_nodes = (~big).nonzero().view(-1)
+    owner, position = edge_positions(rowptr, frontier.index_select(0, small_nodes))
+    owner = small_nodes.index_select(0, owner)
+    big_nodes = big.nonzero().view(-1)
+    if big_nodes.numel() == 0:
         return owner, col.index_select(0, position)
-    small = ~big
-    owner_big, position_big = owner[big], position[big]
-    # Random key per candidate; sorting by (owner, key) shuffles each node's edges independently.
-    key = owner_big.to(torch.float64) + torch.rand(owner_big.numel(), generator=gen, dtype=torch.float64)
+    big_owner, big_position = edge_positions(rowptr, frontier.index_select(0, big_nodes))
+    # One sort by (owner, random key) shuffles every node's edges at once; int64 keys sort fastest.
+    key = (big_owner << 31) | torch.randint(0, 2**31, (big_owner.numel(),), generator=gen)
     order = torch.argsort(key)
-    owner_big, position_big = owner_big.index_select(0, order), position_big.index_select(0, order)
-    # Rank within the owner's group: groups are contiguous after the sort.
-    starts = torch.ones_like(owner_big, dtype=torch.bool)
-    starts[1:] = owner_big[1:] != owner_big[:-1]
-    group_start = torch.cummax(torch.where(starts, torch.arange(owner_big.numel()), 0), 0).values
-    keep = (torch.arange(owner_big.numel()) - group_start) < fanout
-    owner = torch.cat([owner[small], owner_big[keep]])
-    position = torch.cat([position[small], position_big[keep]])
+    # Groups stay where they were, so a node's first `fanout` shuffled edges start at its old offset.
+    group_start = torch.cumsum(count.index_select(0, big_nodes), 0) - count.index_select(0, big_nodes)
+    pick = (group_start[:, None] + torch.arange(fanout)).view(-1)
+    owner = torch.cat([owner, big_nodes.repeat_interleave(fanout)])
+    position = torch.cat([position, big_position.index_select(0, order.index_select(0, pick))])
     return owner, col.index_select(0, position)
 
 
@@ -53,6 +50,7 @@ class NeighborSampler:
         self.graph, self.config, self.seed = graph, config, seed
         self.train_nodes = graph.mask("train").nonzero().view(-1).cpu()
         self.index = LocalIndex(graph.num_nodes)
+        self.first_seen = torch.full((graph.num_nodes,), _NEVER, dtype=torch.long)
 
     def __len__(self) -> int:
         return -(-self.train_nodes.numel() // self.config.batch_size)
@@ -82,7 +80,7 @@ class NeighborSampler:
             target_local = index.buffer.index_select(0, frontier).index_select(0, target_pos)
             local = index.buffer.index_select(0, neighbour)
             new = local < 0
-            fresh = _first_appearance_unique(neighbour[new])
+            fresh = self._first_appearance_unique(neighbour[new])
             index.buffer[fresh] = torch.arange(total, total + fresh.numel())
             total += fresh.numel()
             src.append(index.buffer.index_select(0, neighbour))
@@ -95,11 +93,14 @@ class NeighborSampler:
         return n_id, edge_index
 
 
-def _first_appearance_unique(ids: torch.Tensor) -> torch.Tensor:
-    """Distinct ids in order of first appearance (deterministic, vectorised)."""
-    if ids.numel() == 0:
-        return ids
-    unique, inverse = torch.unique(ids, return_inverse=True)
-    first = torch.full((unique.numel(),), ids.numel(), dtype=torch.long)
-    first.scatter_reduce_(0, inverse, torch.arange(ids.numel()), reduce="amin")
-    return unique[torch.argsort(first)]
+    def _first_appearance_unique(self, ids: torch.Tensor) -> torch.Tensor:
+        """Distinct ids in order of first appearance: one scatter-min into a reused [N] buffer, no sort."""
+        where = torch.arange(ids.numel())
+        self.first_seen.scatter_reduce_(0, ids, where, reduce="amin")
+        fresh = ids[self.first_seen.index_select(0, ids) == where]
+        self.first_seen[ids] = _NEVER
+        return fresh
+
+
+_NEVER = torch.iinfo(torch.long).max
+

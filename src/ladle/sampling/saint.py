@@ -20,7 +20,7 @@ import torch
 
 from ladle.config import SamplerConfig
 from ladle.data.graph import Graph
-from ladle.sampling.base import LocalIndex, epoch_generator, induced_subgraph, subgraph_batch
+from ladle.sampling.base import Categorical, LocalIndex, epoch_generator, induced_subgraph, subgraph_batch
 from ladle.seeding import derive_seed
 
 
@@ -38,12 +38,14 @@ class SaintSampler:
             self.node_weight = torch.zeros(graph.num_nodes, dtype=torch.float64).index_add_(
                 0, col, inv[torch.repeat_interleave(torch.arange(graph.num_nodes), rowptr[1:] - rowptr[:-1])])
             self.node_weight = torch.where(self.degree > 0, self.node_weight, torch.zeros_like(self.node_weight))
+            self.node_draw = Categorical(self.node_weight)
         elif self.kind == "edge":
             src = torch.repeat_interleave(torch.arange(graph.num_nodes), rowptr[1:] - rowptr[:-1])
             upper = src < col  # one draw per undirected edge
             self.pairs = torch.stack([src[upper], col[upper]])
             inv = 1.0 / self.degree.clamp_min(1)
             self.pair_weight = inv[self.pairs[0]] + inv[self.pairs[1]]
+            self.pair_draw = Categorical(self.pair_weight)
         self.node_norm, self.edge_norm, self.steps = self._presample()
 
     # ---- sampling node sets
@@ -51,9 +53,9 @@ class SaintSampler:
     def sample_nodes(self, gen: torch.Generator) -> torch.Tensor:
         budget = self.config.budget
         if self.kind == "node":
-            drawn = torch.multinomial(self.node_weight, budget, replacement=True, generator=gen)
+            drawn = self.node_draw.sample(budget, gen)
         elif self.kind == "edge":
-            pick = torch.multinomial(self.pair_weight, budget, replacement=True, generator=gen)
+            pick = self.pair_draw.sample(budget, gen)
             drawn = self.pairs[:, pick].reshape(-1)
         else:
             drawn = self._walks(gen)

@@ -1,0 +1,81 @@
+"""What every engine shares: the store a worker writes to, the summary it sends back, devices and threads.
+
+An engine maps :func:`train_and_store` over ingredient specs. The worker stores its ingredient
+itself (atomically, weights before sidecar) and returns only a :class:`Finished` summary, so an
+engine never ships tensors back, and a run killed at any point keeps every finished ingredient.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ladle.config import IngredientSpec
+from ladle.data.graph import Graph
+from ladle.train import train_ingredient
+
+# (ingredient name, epoch, epochs, best validation score so far, worker label)
+OnProgress = Callable[[str, int, int, float, str], None]
+
+
+@dataclass(frozen=True)
+class IngredientStore:
+    """Where a worker writes its ingredient: a run directory every worker can reach, and the dataset's metadata."""
+
+    run_path: str
+    dataset: dict
+
+    def save(self, record) -> None:
+        from ladle.store import RunDir
+
+        RunDir(self.run_path).save_ingredient(record, self.dataset)
+
+    def is_done(self, spec: IngredientSpec) -> bool:
+        from ladle.store import RunDir
+
+        return spec.name in RunDir(self.run_path).ingredient_names()
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A stored ingredient's summary, as a worker reports it: no tensors."""
+
+    name: str
+    val: float
+    test: float
+    seconds: float
+    worker: str
+    host: str
+    started: float
+    finished: float
+
+
+def device_for(device: str, index: int) -> str:
+    """Ingredient ``index``'s device: with G visible GPUs, bare ``cuda`` becomes ``cuda:(index mod G)``."""
+    if device == "cuda" and torch.cuda.is_available() and torch.cuda.device_count() > 1:
+        return f"cuda:{index % torch.cuda.device_count()}"
+    return device
+
+
+def train_and_store(spec: IngredientSpec, graph: Graph, store: IngredientStore, *, device: str, threads: int,
+                    worker: str, on_epoch=None) -> Finished:
+    """The unit of work of every engine: train one ingredient with ``threads`` torch threads and store it."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        started = time.time()
+        progress = None if on_epoch is None else (lambda n, e, t, b: on_epoch(n, e, t, b, worker))
+        record = train_ingredient(spec, graph, device=device_for(device, spec.index), on_epoch=progress)
+        store.save(record)
+        return Finished(record.name, record.val, record.test, record.seconds, worker, socket.gethostname(),
+                        started, time.time())
+    finally:
+        torch.set_num_threads(previous)
+
+
+def worker_label(kind: str, slot: int | str) -> str:
+    return f"{kind}-{slot} (pid {os.getpid()})"

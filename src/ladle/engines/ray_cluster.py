@@ -1,0 +1,121 @@
+"""The Ray engine: one Ray task per ingredient, on a local Ray or any Ray cluster.
+
+The graph goes into the object store once, as numpy arrays (``ray.put``), which every worker on
+a node maps zero-copy; a task receives only its spec and that reference. Each task reserves
+``cpus_per_ingredient`` CPUs and ``gpus_per_ingredient`` GPUs (Ray then sets
+``CUDA_VISIBLE_DEVICES``), trains with ``engine.threads`` torch threads, writes its ingredient to
+the run directory (which every node must be able to read and write: a shared filesystem on a
+real cluster) and returns a small summary, never tensors. A task whose worker dies is retried by
+Ray up to ``engine.retries`` times. Ray is an optional extra: ``pip install -e .[ray]``.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Sequence
+
+import torch
+from torch_geometric.data import Data
+
+from ladle.config import EngineConfig, IngredientSpec
+from ladle.data.graph import Graph
+from ladle.engines.base import Finished, IngredientStore, OnProgress, train_and_store
+from ladle.errors import LadleError
+
+log = logging.getLogger(__name__)
+
+
+def graph_payload(graph: Graph) -> dict:
+    """The graph as plain numpy arrays plus metadata: what Ray stores once and maps zero-copy."""
+    rowptr, col = graph.csr()
+    arrays = {k: v.numpy() for k, v in graph.data.to_dict().items() if torch.is_tensor(v)}
+    return {"arrays": arrays, "rowptr": rowptr.numpy(), "meta": {
+        "name": graph.name, "num_classes": graph.num_classes, "task": graph.task, "metric": graph.metric,
+        "fingerprint": graph.fingerprint}}
+
+
+def graph_from_payload(payload: dict) -> Graph:
+    with warnings.catch_warnings():  # the object store's arrays are read-only; training never writes the graph
+        warnings.simplefilter("ignore", UserWarning)
+        tensors = {k: torch.from_numpy(v) for k, v in payload["arrays"].items()}
+        rowptr = torch.from_numpy(payload["rowptr"])
+    data = Data(**tensors)
+    return Graph(data=data, **payload["meta"], _csr=(rowptr, tensors["edge_index"][1]))
+
+
+def _connect(address: str) -> bool:
+    """Connect to the cluster (``address``, else ``RAY_ADDRESS``, else a local Ray); True if this call started Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    target = address or os.environ.get("RAY_ADDRESS") or None
+    try:
+        ray.init(address=target, include_dashboard=False, logging_level=logging.WARNING,
+                 configure_logging=False)
+    except ConnectionError as exc:
+        raise LadleError(f"cannot reach the Ray cluster at {target!r}: {exc}",
+                         fix="start it with ray start --head, or check --address / RAY_ADDRESS") from None
+    return True
+
+
+def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",
+        engine: EngineConfig = EngineConfig(), on_epoch: OnProgress | None = None,
+        on_done=None) -> list[Finished]:
+    try:
+        import ray
+        from ray.util.queue import Empty, Queue
+    except ImportError:
+        raise LadleError("the ray engine needs Ray", fix="pip install -e '.[ray]'") from None
+
+    started = _connect(engine.address)
+    try:
+        events = Queue()
+        graph_ref = ray.put(graph_payload(graph))
+        task = ray.remote(_task).options(num_cpus=engine.cpus_per_ingredient, num_gpus=engine.gpus_per_ingredient,
+                                         max_retries=engine.retries, retry_exceptions=False)
+        pending = {task.remote(spec, graph_ref, store, device, engine.threads, events): spec for spec in specs}
+        finished: dict[str, Finished] = {}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
+            _drain(events, Empty, on_epoch)
+            for ref in ready:
+                spec = pending.pop(ref)
+                try:
+                    done = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    fix = "see the Ray logs, then ladle run --resume RUN_DIR"
+                    raise LadleError(f"{spec.name} failed on Ray: {str(exc).splitlines()[0]}; the finished "
+                                     "ingredients are stored", fix=fix) from None
+                finished[done.name] = done
+                if on_done is not None:
+                    on_done(done)
+        _drain(events, Empty, on_epoch)
+        return [finished[s.name] for s in specs]
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _task(spec, payload, store, device, threads, events) -> Finished:
+    import ray
+
+    graph = graph_from_payload(payload)
+    node = ray.get_runtime_context().get_node_id()[:8]
+    label = f"ray-{node} (pid {os.getpid()})"
+
+    def progress(name, epoch, epochs, best, worker):
+        events.put_nowait((name, epoch, epochs, best, worker))
+
+    return train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
+
+
+def _drain(events, empty, on_epoch) -> None:
+    while True:
+        try:
+            event = events.get_nowait()
+        except empty:
+            return
+        if on_epoch is not None:
+            on_epoch(*event)

@@ -1,0 +1,139 @@
+"""Engines: the same weights from serial, process and Ray; killed workers retried; killed runs resumed."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from ladle import api
+from ladle.cli import main
+from ladle.config import build_config
+from ladle.store import RunDir
+
+
+def config(**engine):
+    return build_config({"dataset": "csbm:nodes=500,classes=3,features=8", "ingredients": 3,
+                         "sampler": {"name": "neighbor", "fanouts": [5, 5], "batch_size": 64},
+                         "train": {"epochs": 4}, "model": {"hidden": 8}, "soups": ["uniform", "gis"],
+                         "engine": engine})
+
+
+def weights(run: Path) -> dict[str, bytes]:
+    """The stored tensors of every ingredient and soup (sidecars hold times, which may differ)."""
+    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.glob("*/*.safetensors"))}
+
+
+@pytest.fixture(scope="module")
+def serial_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("engines") / "serial"
+    api.run(config(name="serial"), out)
+    return out
+
+
+def test_process_engine_gives_bit_identical_weights(serial_run, tmp_path):
+    events = []
+    out = tmp_path / "process"
+    api.run(config(workers=2), out, on_epoch=lambda *event: events.append(event))
+    assert weights(out) == weights(serial_run)
+    timeline = RunDir(out).timeline()
+    assert sorted(t["name"] for t in timeline) == ["ingredient-00", "ingredient-01", "ingredient-02"]
+    assert len({t["worker"] for t in timeline}) >= 2  # really ran on separate processes
+    assert {e[0] for e in events} == {"ingredient-00", "ingredient-01", "ingredient-02"}
+    assert all(e[4].startswith("process-") for e in events)
+
+
+def test_a_worker_killed_mid_training_is_retried(serial_run, tmp_path):
+    killed = []
+
+    def on_epoch(name, epoch, epochs, best, worker):
+        if name == "ingredient-01" and epoch == 2 and not killed:
+            pid = int(worker.split("pid ")[1].rstrip(")"))
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    out = tmp_path / "killed"
+    api.run(config(workers=2, retries=1), out, on_epoch=on_epoch)
+    assert killed
+    assert weights(out) == weights(serial_run)
+
+
+def test_a_run_killed_then_resumed_matches_an_uninterrupted_one(serial_run, tmp_path):
+    out = tmp_path / "resumed"
+    api.train(config(name="serial"), out)
+    run_dir = RunDir(out)
+    # Simulate the kill: one ingredient never finished (no sidecar), one died mid-write (a temp file).
+    for suffix in (".json", ".safetensors"):
+        (run_dir.ingredients / f"ingredient-01{suffix}").unlink()
+    (run_dir.ingredients / "ingredient-01.safetensors.tmp").write_bytes(b"half a checkpoint")
+    assert main(["run", "--resume", str(out), "--quiet", "--workers", "2"]) == 0
+    assert weights(out) == weights(serial_run)
+
+
+def test_sigkill_of_the_whole_run_then_resume(serial_run, tmp_path):
+    out = tmp_path / "sigkill"
+    cmd = [sys.executable, "-m", "ladle.cli", "run", "--dataset", "csbm:nodes=500,classes=3,features=8",
+           "--ingredients", "3", "--sampler", "neighbor", "--fanouts", "5,5", "--batch-size", "64",
+           "--epochs", "4", "--hidden", "8", "--soups", "uniform,gis", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.time() + 120
+    while not (out / "ingredients" / "ingredient-00.json").exists():
+        assert proc.poll() is None and time.time() < deadline, proc.stderr.read().decode()
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (out / "results.json").exists()
+    assert main(["run", "--resume", str(out), "--quiet"]) == 0
+    assert weights(out) == weights(serial_run)
+
+
+def test_resume_refuses_config_flags(serial_run, capsys):
+    assert main(["run", "--resume", str(serial_run), "--epochs", "9"]) == 2
+    assert "--epochs" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    pytest.importorskip("ray")
+    ray_bin = Path(sys.executable).with_name("ray")
+    port = _free_port()
+    temp = tmp_path_factory.mktemp("ray")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    subprocess.run([str(ray_bin), "start", "--head", "--node-ip-address=127.0.0.1", f"--port={port}",
+                    "--num-cpus=2", "--include-dashboard=false", f"--temp-dir={temp}", "--disable-usage-stats"],
+                   check=True, env=env, capture_output=True)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([str(ray_bin), "stop", "--force"], env=env, capture_output=True)
+
+
+def test_ray_engine_gives_bit_identical_weights(serial_run, ray_cluster, tmp_path):
+    out = tmp_path / "ray"
+    events = []
+    api.run(config(name="ray", address=ray_cluster), out, on_epoch=lambda *e: events.append(e))
+    assert weights(out) == weights(serial_run)
+    assert all(t["worker"].startswith("ray-") for t in RunDir(out).timeline())
+    assert {e[0] for e in events} == {"ingredient-00", "ingredient-01", "ingredient-02"}
+
+
+def test_graph_payload_round_trips():
+    from ladle.data import load_graph
+    from ladle.engines.ray_cluster import graph_from_payload, graph_payload
+
+    g = load_graph("csbm:nodes=200,classes=3,features=4")
+    back = graph_from_payload(graph_payload(g))
+    assert back.fingerprint == g.fingerprint and back.name == g.name
+    for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
+        assert torch.equal(getattr(back.data, key), getattr(g.data, key))
+    assert all(torch.equal(a, b) for a, b in zip(back.csr(), g.csr()))
