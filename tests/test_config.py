@@ -1,6 +1,6 @@
 import pytest
 
-from ladle.config import RunConfig, build_config, dump_toml, load_config
+from ladle.config import RunConfig, build_config, dump_toml, load_config, load_toml
 from ladle.errors import LadleError
 
 
@@ -67,3 +67,22 @@ def test_seeds_are_split_and_shared_init():
     assert len({s.init_seed for s in independent}) == 3
     # Adding ingredients does not move the seeds of the existing ones.
     assert RunConfig(ingredients=5).ingredient_specs()[:3] == shared
+
+
+@pytest.mark.parametrize("engine, needle", [
+    ({"name": "sparkk"}, "engine.name"), ({"workers": 0}, "engine.workers"), ({"threads": 0}, "engine.threads"),
+    ({"cpus_per_ingredient": -1}, "engine.cpus_per_ingredient"), ({"address": 5}, "engine.address"),
+    ({"cpus_per_ingredient": 0, "gpus_per_ingredient": 0}, "both 0"), ({"wrokers": 2}, "workers"),
+])
+def test_bad_engine_settings_name_the_field(engine, needle):
+    with pytest.raises(LadleError, match=needle):
+        build_config({"engine": engine})
+
+
+def test_engine_resolution_and_round_trip(tmp_path):
+    assert build_config({}).engine.resolved == "serial"
+    assert build_config({"engine": {"workers": 3}}).engine.resolved == "process"
+    config = build_config({"engine": {"name": "ray", "address": "auto", "gpus_per_ingredient": 0.5}})
+    path = tmp_path / "c.toml"
+    path.write_text(dump_toml(config.to_dict()))
+    assert build_config(load_toml(path)) == config

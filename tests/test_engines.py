@@ -45,6 +45,7 @@ def test_process_engine_gives_bit_identical_weights(serial_run, tmp_path):
     assert len({t["worker"] for t in timeline}) >= 2  # really ran on separate processes
     assert {e[0] for e in events} == {"ingredient-00", "ingredient-01", "ingredient-02"}
     assert all(e[4].startswith("process-") for e in events)
+    assert (out / "plots" / "timeline.png").stat().st_size > 1000
 
 
 def test_a_worker_killed_mid_training_is_retried(serial_run, tmp_path):
@@ -66,10 +67,14 @@ def test_a_run_killed_then_resumed_matches_an_uninterrupted_one(serial_run, tmp_
     out = tmp_path / "resumed"
     api.train(config(name="serial"), out)
     run_dir = RunDir(out)
-    # Simulate the kill: one ingredient never finished (no sidecar), one died mid-write (a temp file).
-    for suffix in (".json", ".safetensors"):
-        (run_dir.ingredients / f"ingredient-01{suffix}").unlink()
-    (run_dir.ingredients / "ingredient-01.safetensors.tmp").write_bytes(b"half a checkpoint")
+    # Simulate kills: ingredient-01 died between its weights and its sidecar (weights, no sidecar: not
+    # finished); ingredient-02 died while writing its weights (a truncated temporary file, nothing else).
+    (run_dir.ingredients / "ingredient-01.json").unlink()
+    weights_02 = run_dir.ingredients / "ingredient-02.safetensors"
+    (run_dir.ingredients / ".ingredient-02.safetensors.tmp-999").write_bytes(weights_02.read_bytes()[:100])
+    weights_02.unlink()
+    (run_dir.ingredients / "ingredient-02.json").unlink()
+    assert run_dir.ingredient_names() == ["ingredient-00"]
     assert main(["run", "--resume", str(out), "--quiet", "--workers", "2"]) == 0
     assert weights(out) == weights(serial_run)
 
@@ -89,6 +94,22 @@ def test_sigkill_of_the_whole_run_then_resume(serial_run, tmp_path):
     assert not (out / "results.json").exists()
     assert main(["run", "--resume", str(out), "--quiet"]) == 0
     assert weights(out) == weights(serial_run)
+
+
+def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "interrupted"
+    cmd = [sys.executable, "-m", "ladle.cli", "run", "--dataset", "csbm:nodes=500,classes=3,features=8",
+           "--ingredients", "3", "--epochs", "400", "--hidden", "8", "--workers", "2", "--out", str(out), "--quiet"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    deadline = time.time() + 120
+    while not (out / "config.toml").exists():
+        assert proc.poll() is None and time.time() < deadline
+        time.sleep(0.05)
+    time.sleep(3)  # workers are up and training
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole process group
+    err = proc.communicate(timeout=60)[1].decode()
+    assert proc.returncode == 130
+    assert f"ladle run --resume {out}" in err and "Traceback" not in err
 
 
 def test_resume_refuses_config_flags(serial_run, capsys):

@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         where = getattr(args, "out", None)
         errors.print("interrupted." + (f" Finished ingredients are kept in {where}; finish the run with "
-                                       f"ladle run --resume {where}" if where else ""))
+                                       f"ladle run --resume {where}" if where else ""), soft_wrap=True)
         return 130
     except Exception as err:  # a bug in ladle: one line, the traceback only when asked for
         if args.debug:

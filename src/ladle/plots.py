@@ -1,4 +1,4 @@
-"""PNG plots of a run: ingredients against soups, and GIS's validation score against α per step."""
+"""PNG plots of a run: ingredients against soups, GIS's validation score against α per step, the worker timeline."""
 from __future__ import annotations
 
 import io
@@ -56,5 +56,23 @@ def plot_gis_curves(gis_sidecar: dict, path: Path) -> None:
     ax.set_title("GIS: validation score against α (black: chosen)")
     if len(gis_sidecar["trace"]) > 1:
         ax.legend(fontsize=7)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_timeline(timeline: list[dict], path: Path) -> None:
+    """Which worker trained which ingredient, and when (one row per worker, one bar per ingredient)."""
+    plt = _pyplot()
+    workers = sorted({t["worker"] for t in timeline})
+    origin = min(t["started"] for t in timeline)
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.5 * len(workers)))
+    for t in timeline:
+        row = workers.index(t["worker"])
+        ax.barh(row, t["finished"] - t["started"], left=t["started"] - origin, height=0.6, edgecolor="black")
+        ax.text(t["started"] - origin + 0.01 * (t["finished"] - t["started"]), row, t["name"].removeprefix("ingredient-"),
+                va="center", fontsize=7)
+    ax.set_yticks(range(len(workers)), workers, fontsize=7)
+    ax.set_xlabel("seconds since the first ingredient started")
+    ax.set_title("worker timeline")
     _save(fig, path)
     plt.close(fig)

@@ -81,6 +81,7 @@ def markdown_table(results: dict) -> str:
 
 def write_report(run_dir: RunDir) -> dict:
     results = build_results(run_dir)
+    results["timeline"] = run_dir.timeline()
     write_json(run_dir.path / "results.json", results)
     lines = [json.dumps({"kind": "ingredient", **r}) for r in results["ingredients"]]
     lines += [json.dumps({"kind": "soup" if s["is_soup"] else "reference", "name": n, **s})
@@ -88,12 +89,15 @@ def write_report(run_dir: RunDir) -> dict:
     atomic_write(run_dir.path / "results.jsonl", ("\n".join(lines) + "\n").encode())
     atomic_write(run_dir.path / "report.md", markdown_table(results).encode())
     if results["ingredients"]:
-        from ladle.plots import plot_gis_curves, plot_scores
+        from ladle.plots import plot_gis_curves, plot_scores, plot_timeline
 
         plot_scores(results, run_dir.plots / "ingredients_vs_soups.png")
         gis = run_dir.soup_sidecars().get("gis")
         if gis is not None:
             plot_gis_curves(gis, run_dir.plots / "gis_curves.png")
+        timeline = run_dir.timeline()
+        if timeline:
+            plot_timeline(timeline, run_dir.plots / "timeline.png")
     return results
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import signal
 from collections import Counter, deque
 from collections.abc import Sequence
 
@@ -33,6 +34,8 @@ def share(graph: Graph) -> Graph:
 
 
 def _worker(spec, graph, store, device, threads, slot, events) -> None:
+    # Ctrl-C reaches the whole process group: the parent stops the workers, so they need not see it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     label = worker_label("process", slot)
 
     def progress(name, epoch, epochs, best, worker):

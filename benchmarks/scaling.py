@@ -1,0 +1,123 @@
+"""Communication-free scaling: 4 ingredients trained with 1 and 2 local workers, and on Ray with 2 CPUs.
+
+GraphSAGE with neighbour sampling on csbm-arxiv, one torch thread per worker, all three timed
+side by side in one run (machines are noisy: compare the ratios). Memory is the peak, over the
+run, of the proportional set size (PSS: shared pages such as the graph in shared memory and the
+torch libraries are split between the processes that map them) summed over this process and
+all its worker processes, sampled every 0.1 s. Ray's workers are not our children, so Ray is
+timed only. The weights are checked bit-identical across the three.
+
+    python benchmarks/scaling.py                      # ~10 minutes on 2 cores
+    python benchmarks/scaling.py --dataset csbm --epochs 2   # a quick look
+
+The last line is key=value pairs: ``speedup=… memory_ratio=… ray_vs_process=…`` (Ray's wall
+time over the 2-worker process engine's) and ``identical=true|false``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+
+def pss_mb(pid: int) -> float:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+def descendants(pid: int) -> list[int]:
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            children += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return children + [d for c in children for d in descendants(c)]
+
+
+class MemoryMonitor:
+    """Peak summed PSS of this process tree, sampled in a thread."""
+
+    def __enter__(self):
+        self.peak, self.running = 0.0, True
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self):
+        while self.running:
+            pids = [os.getpid()] + descendants(os.getpid())
+            self.peak = max(self.peak, sum(pss_mb(p) for p in pids))
+            time.sleep(0.1)
+
+    def __exit__(self, *exc):
+        self.running = False
+        self.thread.join()
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="csbm-arxiv")
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--no-ray", action="store_true", help="skip the Ray engine")
+    args = parser.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    from ladle.config import build_config
+    from ladle.data import load_graph
+
+    def config(**engine):
+        return build_config({"dataset": args.dataset, "ingredients": 4, "model": {"name": "sage", "hidden": 128},
+                             "sampler": {"name": "neighbor", "fanouts": [10, 5], "batch_size": 1024},
+                             "train": {"epochs": args.epochs}, "engine": {"threads": 1, **engine}})
+
+    graph = load_graph(args.dataset)
+    graph.csr()
+    print(f"{graph.name}: {graph.num_nodes:,} nodes; 4 SAGE ingredients, {args.epochs} epoch(s), 1 thread each")
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = {"process-1": {"name": "process", "workers": 1}, "process-2": {"name": "process", "workers": 2}}
+        if not args.no_ray:
+            import ray
+
+            ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")  # started before the clock
+            runs["ray-2cpu"] = {"name": "ray", "cpus_per_ingredient": 1}
+        from ladle import api
+
+        for label, engine in runs.items():
+            out = Path(tmp) / label
+            with MemoryMonitor() as memory:
+                start = time.perf_counter()
+                api.train(config(**engine), out, graph=graph)
+                seconds = time.perf_counter() - start
+            results[label] = (seconds, memory.peak, out)
+            print(f"  {label:10s} wall {seconds:7.1f}s  peak PSS {memory.peak:7.0f} MB")
+        blobs = {label: {p.name: p.read_bytes() for p in sorted((out / "ingredients").glob("*.safetensors"))}
+                 for label, (_, _, out) in results.items()}
+        identical = all(b == blobs["process-1"] for b in blobs.values())
+        if not args.no_ray:
+            ray.shutdown()
+    one, two = results["process-1"], results["process-2"]
+    figures = {"speedup": round(one[0] / two[0], 3), "memory_ratio": round(two[1] / one[1], 3),
+               "process1_s": round(one[0], 1), "process2_s": round(two[0], 1),
+               "process1_peak_mb": round(one[1]), "process2_peak_mb": round(two[1])}
+    if "ray-2cpu" in results:
+        figures["ray_vs_process"] = round(results["ray-2cpu"][0] / two[0], 3)
+        figures["ray_s"] = round(results["ray-2cpu"][0], 1)
+    figures["identical"] = str(identical).lower()
+    print(" ".join(f"{k}={v}" for k, v in figures.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
