@@ -90,7 +90,8 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
         if on_soup:
             on_soup(method.name, "start")
         with measure(device) as usage:
-            result = method(ingredients, val, granularity=config.granularity)
+            result = method(ingredients, val, granularity=config.granularity, learned=config.learned,
+                            seed=config.seed)
         if result.state is None:
             test_score = test.score_ensemble([i.state for i in ingredients if i.name in result.coefficients])
         else:
@@ -106,7 +107,8 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
             "fitted_on_val": result.fitted_on_val,
             "coefficients": result.coefficients,
             "ingredients_sha256": {n: fingerprints[n] for n in result.coefficients},
-            "options": {"granularity": config.granularity},
+            "options": {"granularity": config.granularity, **({"learned": config.learned.__dict__}
+                                                               if result.fitted_on_val else {})},
             "trace": result.trace,
         }
         written[method.name] = run_dir.save_soup(method.name, result.state, sidecar)

@@ -81,7 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     soup = sub.add_parser("soup", help="soup the ingredients of a stored run")
     soup.add_argument("run_dir", type=Path)
     soup.add_argument("--method", action="append", metavar="NAME",
-                      help="soup method, repeatable (default: the run's soups): uniform, greedy, gis, ensemble")
+                      help="soup method, repeatable (default: the run's soups): uniform, greedy, gis, ensemble, "
+                           "learned, pls")
     soup.add_argument("--quiet", action="store_true", help="no progress and no table")
     soup.set_defaults(handler=cmd_soup)
 
@@ -157,7 +158,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--cpus-per-ingredient", type=float, help="Ray CPUs per ingredient task (default 1)")
     g.add_argument("--gpus-per-ingredient", type=float, help="Ray GPUs per ingredient task (default 0)")
     g = p.add_argument_group("soups")
-    g.add_argument("--soups", type=_comma_list, help="comma-separated methods (default uniform,greedy,gis,ensemble)")
+    g.add_argument("--soups", type=_comma_list,
+                   help="comma-separated methods (default uniform,greedy,gis,ensemble; also learned, pls)")
     g.add_argument("--granularity", type=int, help="GIS α grid size (default 20)")
 
 

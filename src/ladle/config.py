@@ -192,6 +192,38 @@ class PartitionConfig:
         _check_bool("partition.halo", self.halo)
 
 
+LEARNED_INITS = ("uniform", "best")
+
+
+@dataclass(frozen=True)
+class LearnedSoupConfig:
+    """The learned soups (``learned``, ``pls``): mixing weights fitted on the validation nodes.
+
+    Args:
+        epochs: SGD steps on the mixing weights (default 100).
+        lr: SGD learning rate, momentum 0.9 (default 0.5).
+        t0: period, in epochs, of the cosine annealing with warm restarts (default 25).
+        init: ``uniform`` (every ingredient 1/K, the default) or ``best`` (start from the best ingredient by val).
+        parts: METIS parts K of the graph (pls; default 16).
+        parts_per_epoch: parts R whose induced subgraph each epoch uses (pls; default 4).
+    """
+
+    epochs: int = 100
+    lr: float = 0.5
+    t0: int = 25
+    init: str = "uniform"
+    parts: int = 16
+    parts_per_epoch: int = 4
+
+    def __post_init__(self):
+        _check_int("learned.epochs", self.epochs, 1, 1_000_000)
+        _check_float("learned.lr", self.lr, 0.0, 1e6, open_low=True)
+        _check_int("learned.t0", self.t0, 1, 1_000_000)
+        _check_choice("learned.init", self.init, LEARNED_INITS)
+        _check_int("learned.parts", self.parts, 1, 1_000_000)
+        _check_int("learned.parts_per_epoch", self.parts_per_epoch, 1, self.parts)
+
+
 ENGINE_NAMES = ("auto", "serial", "process", "ray")
 
 
@@ -296,6 +328,7 @@ class RunConfig:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
+    learned: LearnedSoupConfig = field(default_factory=LearnedSoupConfig)
     recipes: tuple[Recipe, ...] = ()
 
     def __post_init__(self):
@@ -458,7 +491,7 @@ def _toml_value(value: Any) -> str:
 
 
 TABLES = {"model": ModelConfig, "train": TrainConfig, "sampler": SamplerConfig, "partition": PartitionConfig,
-          "engine": EngineConfig}
+          "engine": EngineConfig, "learned": LearnedSoupConfig}
 
 
 def _known_keys() -> set[str]:

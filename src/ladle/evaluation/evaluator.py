@@ -81,7 +81,8 @@ class Evaluator:
         self.x = graph.data.x.to(self.device)
         self.edge_index = graph.data.edge_index.to(self.device)
         self.mask = graph.mask(split).to(self.device)
-        self.y = graph.data.y.to(self.device)[self.mask]
+        self.y_all = graph.data.y.to(self.device)
+        self.y = self.y_all[self.mask]
         self.forwards = 0
 
     @torch.no_grad()
@@ -96,6 +97,33 @@ class Evaluator:
 
     def score(self, state: State) -> float:
         return score_logits(self.graph.metric, self.logits(state), self.y)
+
+    def loss(self, state: State, nodes: Tensor | None = None) -> Tensor:
+        """Differentiable loss of ``state`` on the split's nodes, in eval mode (no dropout).
+
+        With ``nodes`` (sorted global ids) the forward runs on their induced subgraph only and the
+        loss covers the split's nodes among them: the memory bound of the partition learned soup.
+        For soups that *fit* on the split (learned, pls); selecting soups use :meth:`score`.
+        """
+        from torch_geometric.utils import subgraph
+
+        if nodes is None:
+            logits, mask, y = functional_call(self.model, state, (self.x, self.edge_index)), self.mask, self.y_all
+        else:
+            nodes = nodes.to(self.device)
+            edge_index, _ = subgraph(nodes, self.edge_index, relabel_nodes=True, num_nodes=self.graph.num_nodes)
+            logits = functional_call(self.model, state, (self.x[nodes], edge_index))
+            mask, y = self.mask[nodes], self.y_all[nodes]
+        if self.graph.task == "multilabel":
+            return torch.nn.functional.binary_cross_entropy_with_logits(logits[mask], y[mask])
+        return torch.nn.functional.cross_entropy(logits[mask], y[mask])
+
+    def parts(self, count: int, seed: int = 0) -> list[Tensor]:
+        """The graph's METIS parts (cached on disk like ClusterGCN's), each a sorted tensor of node ids."""
+        from ladle.sampling.partition import metis_parts, part_nodes
+
+        cpu_graph = self.graph.to("cpu")
+        return part_nodes(metis_parts(cpu_graph, count, seed), count)
 
     def score_many(self, mixes: Sequence[Mix]) -> list[float]:
         return [self.score(mix_states(mix)) for mix in mixes]
