@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--out", type=Path, default=Path("predictions.csv"), help="CSV to write")
     predict.set_defaults(handler=cmd_predict)
 
+    verify = sub.add_parser("verify", help="check every checksum and sidecar of a run (exit 2 if any fails)")
+    verify.add_argument("run_dir", type=Path)
+    verify.set_defaults(handler=cmd_verify)
+
     datasets = sub.add_parser("datasets", help="list the datasets ladle can load")
     datasets.add_argument("--root", default="data", help="where to look for downloaded files")
     datasets.set_defaults(handler=cmd_datasets)
@@ -274,6 +278,29 @@ def cmd_predict(args) -> int:
         writer.writerow(["node", "split", "prediction"])
         writer.writerows(rows)
     console.print(f"wrote {len(rows)} predictions of {args.model} to {args.out}")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from ladle.verify import verify_run
+
+    checks = verify_run(args.run_dir)
+    table = Table(title=f"verify {args.run_dir}")
+    for column in ("file", "status", "detail"):
+        table.add_column(column)
+    for check in checks:
+        table.add_row(check.path, "[green]ok[/]" if check.ok else "[bold red]FAILED[/]", check.detail)
+    console.print(table)
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        for check in failed:
+            errors.print(f"[bold red]FAILED[/] {check.path}: {check.detail}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]error:[/] {len(failed)} of {len(checks)} checks failed in {args.run_dir}",
+                     soft_wrap=True)
+        errors.print("  [bold]fix:[/] retrain the failed ingredients (delete their files, then ladle run --resume) "
+                     "or re-soup with ladle soup", soft_wrap=True)
+        return 2
+    console.print(f"all {len(checks)} checks passed")
     return 0
 
 
