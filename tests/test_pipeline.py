@@ -36,7 +36,8 @@ def test_run_writes_every_file(small_run):
     assert {p.name for p in (small_run / "soups").iterdir()} == {
         "uniform.json", "uniform.safetensors", "greedy.json", "greedy.safetensors", "gis.json",
         "gis.safetensors", "ensemble.json"}
-    assert {p.name for p in (small_run / "plots").iterdir()} == {"ingredients_vs_soups.png", "gis_curves.png"}
+    assert {p.name for p in (small_run / "plots").iterdir()} == {"ingredients_vs_soups.png", "gis_curves.png",
+                                                                 "timeline.png"}
     sidecar = json.loads((small_run / "ingredients" / "ingredient-01.json").read_text())
     assert {"spec", "seeds", "history", "dataset", "model", "sha256"} - set(sidecar) == {"spec"}
     assert len(sidecar["history"]) == 25 and sidecar["dataset"]["fingerprint"]

@@ -45,6 +45,19 @@ def _worker(spec, graph, store, device, threads, slot, events) -> None:
     events.put(("done", done))
 
 
+def _start_without_sigint(process) -> None:
+    """Start a worker with SIGINT blocked, so a Ctrl-C while it imports cannot print a traceback.
+
+    A blocked mask survives the spawn's exec; the worker then ignores SIGINT, which discards a
+    pending one. In this process the signal stays pending until unblocked, so none is lost.
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        process.start()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
 def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",
         engine: EngineConfig = EngineConfig(), on_epoch: OnProgress | None = None,
         on_done=None) -> list[Finished]:
@@ -62,7 +75,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                 spec, slot = pending.popleft(), free.pop(0)
                 process = ctx.Process(target=_worker, daemon=True, name=f"ladle-{spec.name}",
                                       args=(spec, graph, store, device, engine.threads, slot, events))
-                process.start()
+                _start_without_sigint(process)
                 running[process] = (spec, slot)
             _drain(events, finished, on_epoch, on_done, timeout=0.2)
             for process in [p for p in running if not p.is_alive()]:

@@ -44,17 +44,47 @@ def graph_from_payload(payload: dict) -> Graph:
     return Graph(data=data, **payload["meta"], _csr=(rowptr, tensors["edge_index"][1]))
 
 
+def _use_token_if_available() -> None:
+    """Switch this driver to token authentication when ``RAY_AUTH_MODE`` is unset and a token exists.
+
+    Ray reads the mode once, when it is imported; its own helper (private, hence guarded) also
+    refreshes that cached config. Older Rays have no token authentication and no helper.
+    """
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:
+        return
+    if maybe_enable_token_auth_if_token_available(warn_if_disabled=False):
+        log.info("a Ray auth token is available: connecting with RAY_AUTH_MODE=token")
+
+
 def _connect(address: str) -> bool:
-    """Connect to the cluster (``address``, else ``RAY_ADDRESS``, else a local Ray); True if this call started Ray."""
+    """Connect to the cluster (``address``, else ``RAY_ADDRESS``, else a local Ray); True if this call started Ray.
+
+    ``ray start`` enables token authentication by default since Ray 2.59, but a driver that
+    connects to it stays in the ``disabled`` mode unless ``RAY_AUTH_MODE=token`` is set, and
+    fails to authenticate. When the variable is unset and a token is at hand, ladle sets it for
+    this process, as Ray's own helper does: a token-mode client also talks to clusters without
+    authentication.
+    """
     import ray
 
     if ray.is_initialized():
         return False
     target = address or os.environ.get("RAY_ADDRESS") or None
+    if target:
+        _use_token_if_available()
     try:
         ray.init(address=target, include_dashboard=False, logging_level=logging.WARNING,
                  configure_logging=False)
     except ConnectionError as exc:
+        cause = exc.__cause__ or exc.__context__
+        if "InvalidAuthToken" in f"{exc} {cause}":
+            raise LadleError(f"the Ray cluster at {target!r} refused this driver's authentication token",
+                             fix="set RAY_AUTH_MODE=token and give the cluster's token through RAY_AUTH_TOKEN, "
+                                 "RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token (ray get-auth-token)") from None
         raise LadleError(f"cannot reach the Ray cluster at {target!r}: {exc}",
                          fix="start it with ray start --head, or check --address / RAY_ADDRESS") from None
     return True

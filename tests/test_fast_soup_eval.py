@@ -1,0 +1,83 @@
+"""The fast soup evaluation engine against the reference path: the same logits to rounding, the same
+predictions outside rounding ties, and GIS picks the same α at every step (so the same soup weights)."""
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ladle.config import ModelConfig
+from ladle.data.graph import make_graph
+from ladle.evaluation.evaluator import Evaluator, mix_states
+from ladle.evaluation.fast import FastEvaluator
+from ladle.models import build_model
+from ladle.soups import Ingredient, get_soup
+
+
+def random_graph(seed: int, nodes: int, classes: int = 3, features: int = 5):
+    gen = torch.Generator().manual_seed(seed)
+    edges = torch.randint(0, nodes, (2, nodes * 3), generator=gen)
+    x = torch.randn(nodes, features, generator=gen)
+    y = torch.randint(0, classes, (nodes,), generator=gen)
+    split = torch.rand(nodes, generator=gen)
+    return make_graph(x, edges, y, split < 0.4, (split >= 0.4) & (split < 0.7), split >= 0.7, name=f"random-{seed}",
+                      num_classes=classes)
+
+
+def ingredients(config: ModelConfig, graph, count: int, seed: int):
+    """A shared initialisation plus per-ingredient perturbations, as trained ingredients would be."""
+    base = build_model(config, graph.num_features, graph.num_classes, init_seed=seed).state_dict()
+    out = []
+    for k in range(count):
+        gen = torch.Generator().manual_seed(seed * 100 + k)
+        state = {n: (t + 0.3 * torch.randn(t.shape, generator=gen) if t.is_floating_point() else t)
+                 for n, t in base.items()}
+        out.append(Ingredient(f"ingredient-{k:02d}", state, config))
+    return out
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), nodes=st.integers(8, 60), layers=st.integers(1, 3),
+       arch=st.sampled_from(["gcn", "sage", "gat", "gin"]), norm=st.sampled_from(["none", "batch"]))
+def test_fast_logits_match_the_reference(seed, nodes, layers, arch, norm):
+    graph = random_graph(seed, nodes)
+    config = ModelConfig(name=arch, layers=layers, hidden=8, heads=2, norm=norm)
+    states = [i.state for i in ingredients(config, graph, 3, seed)]
+    mixes = [[(a, states[0]), (1 - a, states[1])] for a in (0.0, 0.25, 0.7, 1.0)]
+    mixes.append([(0.2, states[0]), (0.3, states[1]), (0.5, states[2])])
+    reference, fast = Evaluator(graph, config), FastEvaluator(graph, config)
+    assert fast.fast == (arch in ("gcn", "sage") and norm == "none")
+    expected = torch.stack([reference.logits(mix_states(m)) for m in mixes])
+    if fast.fast:
+        got = fast.mix_logits(mixes)
+        assert torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
+        # Predictions may differ only where the reference's top two scores are within rounding of each other.
+        top2 = expected.topk(min(2, expected.size(-1)), -1).values
+        margin = top2[..., 0] - top2[..., -1]
+        differ = got.argmax(-1) != expected.argmax(-1)
+        assert bool((margin[differ] < 1e-5).all())
+    ref_scores, fast_scores = reference.score_many(mixes), fast.score_many(mixes)
+    ties = sum(abs(a - b) > 0 for a, b in zip(ref_scores, fast_scores))
+    assert ties == 0 or fast.fast  # the fallback path is the reference itself
+
+
+@settings(max_examples=12, deadline=None)
+@given(seed=st.integers(0, 10_000), layers=st.integers(1, 3), arch=st.sampled_from(["gcn", "sage"]))
+def test_gis_chooses_the_same_alphas_and_weights(seed, layers, arch):
+    graph = random_graph(seed, 80)
+    config = ModelConfig(name=arch, layers=layers, hidden=8)
+    parts = ingredients(config, graph, 4, seed)
+    gis = get_soup("gis")
+    a = gis(parts, Evaluator(graph, config), granularity=9)
+    b = gis(parts, FastEvaluator(graph, config), granularity=9)
+    assert [s["alpha"] for s in a.trace] == [s["alpha"] for s in b.trace]
+    assert a.coefficients == b.coefficients
+    assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
+
+
+def test_fast_path_batches_mixes_within_its_memory_bound():
+    graph = random_graph(1, 50)
+    config = ModelConfig(name="gcn", layers=2, hidden=8)
+    states = [i.state for i in ingredients(config, graph, 2, 1)]
+    mixes = [[(a, states[0]), (1 - a, states[1])] for a in torch.linspace(0, 1, 7).tolist()]
+    small = FastEvaluator(graph, config, memory_floats=1)  # one mix per batch
+    assert small.score_many(mixes) == FastEvaluator(graph, config).score_many(mixes)
+    assert small.score_many(mixes) == Evaluator(graph, config).score_many(mixes)
