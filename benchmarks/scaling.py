@@ -36,7 +36,11 @@ def pss_mb(pid: int) -> float:
 
 def descendants(pid: int) -> list[int]:
     children = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:  # the process ended while we looked
+        return []
+    for task in tasks:
         try:
             children += [int(c) for c in (task / "children").read_text().split()]
         except OSError:
@@ -69,6 +73,8 @@ def main(argv=None) -> int:
     parser.add_argument("--dataset", default="csbm-arxiv")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray engine")
+    parser.add_argument("--eval-chunk", type=int, default=16384,
+                        help="train.eval_chunk: validation by layer-wise chunks, bounding each worker's memory")
     args = parser.parse_args(argv)
     import torch
 
@@ -79,7 +85,8 @@ def main(argv=None) -> int:
     def config(**engine):
         return build_config({"dataset": args.dataset, "ingredients": 4, "model": {"name": "sage", "hidden": 128},
                              "sampler": {"name": "neighbor", "fanouts": [10, 5], "batch_size": 1024},
-                             "train": {"epochs": args.epochs}, "engine": {"threads": 1, **engine}})
+                             "train": {"epochs": args.epochs, "eval_chunk": args.eval_chunk},
+                             "engine": {"threads": 1, **engine}})
 
     graph = load_graph(args.dataset)
     graph.csr()
@@ -88,13 +95,14 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         runs = {"process-1": {"name": "process", "workers": 1}, "process-2": {"name": "process", "workers": 2}}
         if not args.no_ray:
-            import ray
-
-            ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")  # started before the clock
             runs["ray-2cpu"] = {"name": "ray", "cpus_per_ingredient": 1}
         from ladle import api
 
         for label, engine in runs.items():
+            if label.startswith("ray"):  # started before the clock, and after the process runs' memory was read
+                import ray
+
+                ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
             out = Path(tmp) / label
             with MemoryMonitor() as memory:
                 start = time.perf_counter()

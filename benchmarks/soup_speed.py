@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 
@@ -36,8 +35,6 @@ def ingredients_for(arch: str, args, graph):
 
 def learned_in_fresh_process(name: str, args) -> tuple:
     """One learned soup in a new process, so its peak memory is its own, not what an earlier one left."""
-    import resource
-
     from ladle.config import LearnedSoupConfig
     from ladle.data import load_graph
     from ladle.evaluation import Evaluator
@@ -45,12 +42,9 @@ def learned_in_fresh_process(name: str, args) -> tuple:
 
     graph = load_graph(args.dataset)
     ingredients, model_config = ingredients_for("gcn", args, graph)
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    start = time.perf_counter()
-    result = get_soup(name)(ingredients, Evaluator(graph, model_config),
-                            learned=LearnedSoupConfig(epochs=50, parts=16, parts_per_epoch=4))
-    seconds = time.perf_counter() - start
-    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    evaluator = Evaluator(graph, model_config)
+    result, seconds, peak = timed(get_soup(name), ingredients, evaluator,
+                                  learned=LearnedSoupConfig(epochs=50, parts=16, parts_per_epoch=4))
     return seconds, peak, result.val, Evaluator(graph, model_config, "test").score(result.state)
 
 

@@ -36,34 +36,49 @@ def ingredients(config: ModelConfig, graph, count: int, seed: int):
 
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), nodes=st.integers(8, 60), layers=st.integers(1, 3),
-       arch=st.sampled_from(["gcn", "sage", "gat", "gin"]), norm=st.sampled_from(["none", "batch"]))
-def test_fast_logits_match_the_reference(seed, nodes, layers, arch, norm):
-    graph = random_graph(seed, nodes)
-    config = ModelConfig(name=arch, layers=layers, hidden=8, heads=2, norm=norm)
+       arch=st.sampled_from(["gcn", "sage", "gat", "gin"]), norm=st.sampled_from(["none", "batch", "layer"]),
+       residual=st.booleans())
+def test_fast_logits_match_the_reference(seed, nodes, layers, arch, norm, residual):
+    graph = random_graph(seed, nodes, features=8 if residual else 5)
+    config = ModelConfig(name=arch, layers=layers, hidden=8, heads=2, norm=norm, residual=residual)
     states = [i.state for i in ingredients(config, graph, 3, seed)]
     mixes = [[(a, states[0]), (1 - a, states[1])] for a in (0.0, 0.25, 0.7, 1.0)]
     mixes.append([(0.2, states[0]), (0.3, states[1]), (0.5, states[2])])
     reference, fast = Evaluator(graph, config), FastEvaluator(graph, config)
-    assert fast.fast == (arch in ("gcn", "sage") and norm == "none")
+    assert fast.fast == bool(graph.mask("val").any())  # an empty split has nothing to speed up
+    if not fast.fast:
+        assert fast.score_many(mixes) == reference.score_many(mixes)
+        return
     expected = torch.stack([reference.logits(mix_states(m)) for m in mixes])
-    if fast.fast:
-        got = fast.mix_logits(mixes)
-        assert torch.allclose(got, expected, atol=1e-5, rtol=1e-5)
-        # Predictions may differ only where the reference's top two scores are within rounding of each other.
-        top2 = expected.topk(min(2, expected.size(-1)), -1).values
-        margin = top2[..., 0] - top2[..., -1]
-        differ = got.argmax(-1) != expected.argmax(-1)
-        assert bool((margin[differ] < 1e-5).all())
+    got = fast.mix_logits(mixes)
+    assert got.shape == expected.shape
+    assert torch.allclose(got, expected, atol=1e-5, rtol=1e-4)
+    # Predictions may differ only where the reference's top two scores are within rounding of each other.
+    top2 = expected.topk(min(2, expected.size(-1)), -1).values
+    margin = top2[..., 0] - top2[..., -1]
+    differ = got.argmax(-1) != expected.argmax(-1)
+    assert bool((margin[differ] < 1e-5).all())
     ref_scores, fast_scores = reference.score_many(mixes), fast.score_many(mixes)
-    ties = sum(abs(a - b) > 0 for a, b in zip(ref_scores, fast_scores))
-    assert ties == 0 or fast.fast  # the fallback path is the reference itself
+    flips = int(differ.sum())  # each flipped prediction moves a score by at most 1 / n_split
+    n_split = int(graph.mask("val").sum())
+    assert all(abs(a - b) <= flips / n_split + 1e-12 for a, b in zip(ref_scores, fast_scores))
+
+
+def test_models_outside_the_fast_path_fall_back_to_the_reference():
+    graph = random_graph(3, 40)
+    config = ModelConfig(name="mlp", layers=2, hidden=8)
+    states = [i.state for i in ingredients(config, graph, 2, 3)]
+    mixes = [[(a, states[0]), (1 - a, states[1])] for a in (0.0, 0.5, 1.0)]
+    fast = FastEvaluator(graph, config)
+    assert not fast.fast
+    assert fast.score_many(mixes) == Evaluator(graph, config).score_many(mixes)
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 10_000), layers=st.integers(1, 3), arch=st.sampled_from(["gcn", "sage"]))
+@given(seed=st.integers(0, 10_000), layers=st.integers(1, 3), arch=st.sampled_from(["gcn", "sage", "gat", "gin"]))
 def test_gis_chooses_the_same_alphas_and_weights(seed, layers, arch):
     graph = random_graph(seed, 80)
-    config = ModelConfig(name=arch, layers=layers, hidden=8)
+    config = ModelConfig(name=arch, layers=layers, hidden=8, heads=2)
     parts = ingredients(config, graph, 4, seed)
     gis = get_soup("gis")
     a = gis(parts, Evaluator(graph, config), granularity=9)
@@ -81,3 +96,14 @@ def test_fast_path_batches_mixes_within_its_memory_bound():
     small = FastEvaluator(graph, config, memory_floats=1)  # one mix per batch
     assert small.score_many(mixes) == FastEvaluator(graph, config).score_many(mixes)
     assert small.score_many(mixes) == Evaluator(graph, config).score_many(mixes)
+    assert small.forwards == len(mixes)
+
+
+def test_a_mix_already_scored_is_not_computed_again():
+    graph = random_graph(2, 50)
+    config = ModelConfig(name="sage", layers=2, hidden=8)
+    states = [i.state for i in ingredients(config, graph, 2, 2)]
+    fast = FastEvaluator(graph, config)
+    first = fast.score_many([[(0.5, states[0]), (0.5, states[1])], [(1.0, states[0])]])
+    again = fast.score_many([[(0.5, states[1]), (0.5, states[0])], [(1.0, states[0]), (0.0, states[1])]])
+    assert again == first and fast.forwards == 2

@@ -61,3 +61,24 @@ def test_sparse_input_dropout_matches_dropout_statistics():
     assert torch.equal(input_dropout(x, 0.5, training=False), x)
     dense = torch.ones(10, 10)
     assert set(input_dropout(dense, 0.5, True).unique().tolist()) <= {0.0, 2.0}
+
+
+@pytest.mark.parametrize("name", ["sage", "gat", "gin"])
+@pytest.mark.parametrize("layers", [1, 2, 3])
+def test_hop_trimmed_forward_equals_the_full_forward_on_the_seeds(name, layers):
+    from ladle.config import SamplerConfig
+    from ladle.data import load_graph
+    from ladle.sampling import build_sampler
+
+    graph = load_graph("csbm:nodes=400,classes=3,features=6")
+    sampler = build_sampler(graph, SamplerConfig(name="neighbor", fanouts=(4,) * layers, batch_size=32), seed=3)
+    batch = next(iter(sampler.batches(1)))
+    assert len(batch.num_sampled_nodes) == layers + 1 and sum(batch.num_sampled_nodes) == batch.num_nodes
+    assert sum(batch.num_sampled_edges) == batch.edge_index.size(1)
+    config = ModelConfig(name=name, hidden=16, layers=layers, norm="batch", residual=True, heads=2)
+    model = build_model(config, 6, 3, init_seed=2).eval()
+    full = model(batch.x, batch.edge_index)[: batch.batch_size]
+    trimmed = model(batch.x, batch.edge_index, num_sampled_nodes=batch.num_sampled_nodes,
+                    num_sampled_edges=batch.num_sampled_edges)
+    assert trimmed.shape == full.shape
+    assert torch.allclose(trimmed, full, atol=1e-5)

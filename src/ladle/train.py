@@ -58,7 +58,7 @@ def loss_fn(graph: Graph, logits: torch.Tensor, y: torch.Tensor, weight: torch.T
 def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | None:
     """Loss of one mini-batch: on its seed nodes (``batch_size``) or its masked nodes; None if it has none."""
     logits = model(batch.x, batch.edge_index, batch.get("edge_weight"), batch.get("layer_ptr"),
-                   batch.get("self_weight"))
+                   batch.get("self_weight"), batch.get("num_sampled_nodes"), batch.get("num_sampled_edges"))
     if batch.get("batch_size") is not None:
         return loss_fn(graph, logits[: batch.batch_size], batch.y[: batch.batch_size])
     mask = batch.loss_mask

@@ -1,43 +1,104 @@
 """A soup evaluation engine: the validation scores of many weight mixes at once, for GIS.
 
-For a fixed graph and split, GIS scores mixes Σ_k c_k θ_k of the ingredients. Three facts make
-that cheap for GCN and GraphSAGE (norm ``none``):
+GIS scores mixes Σ_k c_k θ_k of the ingredients on one fixed graph and split. Four facts make
+that cheap, and :class:`FastEvaluator` uses all of them:
 
-- **first-layer linearity**: layer 1's pre-activation is linear in its weights for a fixed input
-  (``Â X W`` plus a bias for GCN, ``mean(X) W_l + b + X W_r`` for SAGE), so a mix's is the same
-  mix of the ingredients' own, computed once per ingredient and reused by every α of every step;
-- **only what validation needs**: layer l is computed only on the nodes layer l+1 reads (the
-  receptive field of the validation nodes, shrinking by one hop per layer), the last layer only
-  on the validation nodes; the full graph's normalisation (degrees) is kept;
-- **batched mixes**: the layers after the first run for all the mixes of a step together, their
-  weights stacked ([G, out, in] batched matmuls, one gather/scatter over the edges).
+- **first-layer linearity**: for a fixed input, layer 1's linear part is linear in its weights
+  (GCN ``Â X W``, SAGE ``mean(X) W_l + X W_r``, GIN ``X W_1`` and ``Σ_j x_j W_1``, GAT ``X W``),
+  so a mix's is the same mix of the ingredients' own, computed once per ingredient (the
+  propagation ``Â X`` once for all of them) and reused by every α of every step;
+- **only what validation needs**: layer l runs only on the nodes layer l+1 reads (the validation
+  nodes' receptive field, one hop smaller per layer), the last layer only on the validation
+  nodes; the full graph's normalisation (degrees) is kept;
+- **batched mixes**: the mixes of a step are evaluated together: every layer's weights for all
+  of them are one product of the [mixes, ingredients] coefficients with the stacked ingredient
+  weights, and so are their first-layer parts (one product with the bank of cached parts); the
+  later layers then run mix by mix on contiguous tensors, propagating with a CSR sparse product.
+  One product over the concatenated channels of every mix was measured no faster on the CPU
+  (MKL's CSR kernel is bandwidth-bound, ~11 ms per mix for 200k edges x 128 channels either
+  way) and costs a transposed copy of every hidden state, so ladle does not concatenate;
+- **no repeats**: a mix already scored (GIS's α = 1 is the soup chosen at the step before) is
+  answered from memory.
 
-The logits equal the reference (full forward of the mixed weights) up to float rounding, so the
-predictions agree except where a node's top two classes are within rounding of each other.
-Other architectures and normalisations fall back to the reference path: GAT's attention and GIN's
-MLP are not linear in their weights (the receptive-field restriction would still hold; not done yet).
+Per architecture: GCN, GraphSAGE and GIN get all four. GAT's attention is not linear in the
+weights: its first layer caches ``X W`` per ingredient (the mix's ``X W`` is exact), but the
+attention scores, their softmax and the aggregation run per mix (one sparse product per mix and
+head); the receptive-field restriction and batching hold. Norms ``batch`` and ``layer`` (PyG's
+``mode="node"``) are per-node affine maps in eval mode and are applied per mix; residual
+connections too. Anything else (MLP, a norm that looks at the whole graph) falls back to the
+reference path of :class:`~ladle.evaluation.Evaluator`.
+
+The logits equal the reference's (full forward of the mixed weights) up to float rounding, so
+the predictions agree except where a node's top two classes are within rounding of each other.
+Memory: one batch of mixes holds at most ``memory_floats`` floats of first-layer parts and
+hidden state; a single mix always runs, so a graph whose one-mix hidden state does not fit
+needs the chunked reference path.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
+from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from ladle.evaluation.evaluator import Evaluator, Mix, State
 from ladle.evaluation.metrics import score_logits
 
-FAST_ARCHITECTURES = ("gcn", "sage")
+FAST_ARCHITECTURES = ("gcn", "sage", "gin", "gat")
+FAST_NORMS = ("none", "batch", "layer")
+
+
+@dataclass
+class LayerPlan:
+    """One layer restricted to what the next reads: ``n_out`` targets from ``n_in`` inputs.
+
+    ``adj`` is the [n_out, n_in] CSR propagation matrix (its rows sorted, ``row``/``col`` the
+    same entries in COO form, for GAT's edge softmax); ``root`` the targets' positions among
+    the inputs.
+    """
+
+    adj: Tensor
+    row: Tensor
+    col: Tensor
+    root: Tensor
+    n_out: int
+    n_in: int
+
+
+def _csr(crow: Tensor, col: Tensor, values: Tensor, size) -> Tensor:
+    """A CSR matrix of rows sorted by construction (no invariant check; torch calls CSR beta)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
+
+
+def _edge_softmax(alpha: Tensor, plan: LayerPlan) -> Tensor:
+    """Softmax of [nnz, H] edge scores over each target's in-edges, as PyG's ``softmax`` computes it
+    (max subtracted, 1e-16 added to the sum), by segment reductions over the sorted rows."""
+    crow = plan.adj.crow_indices()
+    top = torch.segment_reduce(alpha, "max", offsets=crow, axis=0)
+    alpha = (alpha - top[plan.row]).exp_()
+    total = torch.segment_reduce(alpha, "sum", offsets=crow, axis=0).add_(1e-16)
+    return alpha.div_(total[plan.row])
+
+
+def _spmm(adj: Tensor, h: Tensor) -> Tensor:
+    """adj [n_out, n_in] (CSR) times h [n_in, d] -> [n_out, d]."""
+    return torch.sparse.mm(adj, h)
 
 
 class FastEvaluator(Evaluator):
-    """An :class:`Evaluator` whose ``score_many`` uses the fast path where the architecture allows.
+    """An :class:`Evaluator` whose ``score_many`` (and ``score``) use the fast path where the model allows.
 
     Args:
         graph, model_config, split, device, chunk_size: as for :class:`Evaluator`.
-        memory_floats: the largest stacked hidden state, in floats, one batch of mixes may hold
-            (default 2^27, 512 MB); more mixes than fit are evaluated in several batches.
+        memory_floats: the most floats of hidden state one batch of mixes may hold (default
+            2^27, 512 MB in float32); more mixes than fit are evaluated in several batches.
     """
 
     def __init__(self, graph, model_config, split: str = "val", device=None, chunk_size: int = 0,
@@ -45,87 +106,207 @@ class FastEvaluator(Evaluator):
         super().__init__(graph, model_config, split, device, chunk_size)
         self.memory_floats = memory_floats
         self.arch = model_config.name
-        self.fast = self.arch in FAST_ARCHITECTURES and model_config.norm == "none" and not model_config.residual
-        self._first: dict[int, tuple[State, Tensor]] = {}
+        self.fast = (self.arch in FAST_ARCHITECTURES and model_config.norm in FAST_NORMS
+                     and bool(self.mask.any()))
+        self._bank: dict[str, list[Tensor]] = {}  # first-layer parts, one row per ingredient seen
+        self._slot: dict[int, int] = {}  # id(state) -> its row in the bank
+        self._pinned: list[State] = []  # keeps every banked state alive, so its id stays unique
+        self._memo: dict[tuple, float] = {}
         if self.fast:
             self._plan(model_config.layers)
 
-    def _plan(self, layers: int) -> None:
-        """Per layer, top-down: the nodes it must output, the edges into them (local ids), their weights."""
-        n = self.graph.num_nodes
+    # ---- the plan: per layer, top-down, the targets, their inputs and the propagation matrix
+
+    def _propagation(self) -> tuple[Tensor, Tensor]:
+        """The full graph's edges [2, E] and weights [E] as the architecture's layer propagates them."""
+        n, edge_index = self.graph.num_nodes, self.edge_index
         if self.arch == "gcn":
-            edge_index, weight = gcn_norm(self.edge_index, None, n, add_self_loops=True)
-        else:
-            edge_index = self.edge_index
+            return gcn_norm(edge_index, None, n, add_self_loops=True)
+        if self.arch == "gat":  # GATConv drops existing self-loops and adds one per node
+            edge_index, _ = add_self_loops(remove_self_loops(edge_index)[0], num_nodes=n)
+            return edge_index, torch.ones(edge_index.size(1), dtype=self.x.dtype, device=self.device)
+        ones = torch.ones(edge_index.size(1), dtype=self.x.dtype, device=self.device)
+        if self.arch == "sage":  # mean over in-edges
             degree = torch.bincount(edge_index[1], minlength=n).clamp_min(1).to(self.x.dtype)
-            weight = (1.0 / degree)[edge_index[1]]
-        needed = [None] * (layers + 1)
-        needed[layers] = self.mask.nonzero().view(-1)
-        self.layers_plan = [None] * (layers + 1)
-        local = torch.full((n,), -1, dtype=torch.long, device=self.device)
-        for layer in range(layers, 0, -1):
-            targets = needed[layer]
-            keep = torch.isin(edge_index[1], targets)
-            src, dst, w = edge_index[0][keep], edge_index[1][keep], weight[keep]
+            return edge_index, ones / degree[edge_index[1]]
+        return edge_index, ones  # gin: sum over in-edges
+
+    def _plan(self, layers: int) -> None:
+        (src_all, dst_all), weight_all = self._propagation()
+        targets = self.mask.nonzero().view(-1)
+        self.plans: list[LayerPlan] = [None] * layers
+        for layer in range(layers - 1, -1, -1):
+            keep = torch.isin(dst_all, targets)
+            src, dst, weight = src_all[keep], dst_all[keep], weight_all[keep]
             inputs = torch.unique(torch.cat([targets, src]))
-            needed[layer - 1] = inputs
-            local[inputs] = torch.arange(inputs.numel(), device=self.device)
-            src_local, root = local[src], local[targets]
-            local[targets] = torch.arange(targets.numel(), device=self.device)
-            dst_local = local[dst]
-            local[inputs] = -1
-            self.layers_plan[layer] = (src_local, dst_local, w, root, targets.numel())
-        self.input_nodes = needed[0]
+            row, col = torch.searchsorted(targets, dst), torch.searchsorted(inputs, src)
+            order = torch.argsort(row * inputs.numel() + col, stable=True)
+            row, col, weight = row[order], col[order], weight[order]
+            crow = torch.zeros(targets.numel() + 1, dtype=torch.long, device=self.device)
+            crow[1:] = torch.cumsum(torch.bincount(row, minlength=targets.numel()), 0)
+            adj = _csr(crow, col, weight, (targets.numel(), inputs.numel()))
+            self.plans[layer] = LayerPlan(adj, row, col, torch.searchsorted(inputs, targets),
+                                          targets.numel(), inputs.numel())
+            targets = inputs
+        self.input_nodes = targets
+        self._x_in = self.x[self.input_nodes]
+        if self.arch != "gat":  # Â X (or the mean or sum of neighbours), shared by every ingredient
+            self._ax = _spmm(self.plans[0].adj, self._x_in)
 
-    # ---- one layer for G mixes at once: h [G, n_in, d] -> [G, n_out, d']
+    # ---- first layer: linear parts per ingredient, mixed by one matrix product
 
-    def _layer(self, i: int, h: Tensor, weights: dict[str, Tensor]) -> Tensor:
-        src, dst, w, root, n_out = self.layers_plan[i + 1]
-        p = f"convs.{i}."
+    def _first_parts(self, state: State) -> list[Tensor]:
+        """An ingredient's first-layer linear parts, each [n, width] (see the module docstring)."""
+        p, plan = "convs.0.", self.plans[0]
         if self.arch == "gcn":
-            z = torch.matmul(h, weights[p + "lin.weight"].transpose(1, 2))
-            out = torch.zeros(z.size(0), n_out, z.size(2), dtype=z.dtype, device=z.device)
-            out.index_add_(1, dst, z[:, src] * w[None, :, None])
-            return out + weights[p + "bias"][:, None, :]
-        agg = torch.zeros(h.size(0), n_out, h.size(2), dtype=h.dtype, device=h.device)
-        agg.index_add_(1, dst, h[:, src] * w[None, :, None])
-        out = torch.matmul(agg, weights[p + "lin_l.weight"].transpose(1, 2)) + weights[p + "lin_l.bias"][:, None, :]
-        return out + torch.matmul(h[:, root], weights[p + "lin_r.weight"].transpose(1, 2))
+            return [self._ax @ state[p + "lin.weight"].t()]
+        if self.arch == "sage":
+            return [self._ax @ state[p + "lin_l.weight"].t() + self._x_in[plan.root] @ state[p + "lin_r.weight"].t()]
+        if self.arch == "gin":
+            w1 = state[p + "nn.0.weight"].t()
+            return [self._x_in[plan.root] @ w1, self._ax @ w1]
+        return [self._x_in @ state[p + "lin.weight"].t()]  # gat: X W on every input of layer 1
 
-    def _first_layer(self, state: State) -> Tensor:
-        """An ingredient's layer-1 pre-activation on the nodes layer 2 reads, computed once."""
-        key = id(state)
-        if key not in self._first:
-            weights = {k: v.to(self.device)[None] for k, v in state.items() if k.startswith("convs.0.")}
-            with torch.no_grad():
-                pre = self._layer(0, self.x[self.input_nodes][None], weights)[0]
-            self._first[key] = (state, pre)  # keeping the state pins its id
-        return self._first[key][1]
+    def _bank_slots(self, mixes: Sequence[Mix]) -> Tensor:
+        """[G, K] coefficients over the bank's rows, banking ingredients not seen before."""
+        for mix in mixes:
+            for _, state in mix:
+                if id(state) not in self._slot:
+                    with torch.no_grad():
+                        parts = self._first_parts({k: v.to(self.device) for k, v in state.items()})
+                    self._slot[id(state)] = len(self._pinned)
+                    self._pinned.append(state)
+                    for i, part in enumerate(parts):  # grows K times in all, so a cat is cheap enough
+                        row = part.reshape(1, -1)
+                        self._bank[i] = row if i not in self._bank else torch.cat([self._bank[i], row])
+        coefficients = torch.zeros(len(mixes), len(self._pinned), dtype=self.x.dtype, device=self.device)
+        for g, mix in enumerate(mixes):
+            for c, state in mix:
+                coefficients[g, self._slot[id(state)]] += float(c)
+        return coefficients
+
+    def _mixed_parts(self, coefficients: Tensor) -> list[list[Tensor]]:
+        """Per mix, its first-layer parts [n, width]: rows of one product of the coefficients and the bank."""
+        rows = self.plans[0].n_in if self.arch == "gat" else self.plans[0].n_out
+        mixed = [(coefficients @ bank).view(len(coefficients), rows, -1) for bank in self._bank.values()]
+        return [[part[g] for part in mixed] for g in range(len(coefficients))]
+
+    @staticmethod
+    def _mixed_weights(coefficients: Tensor, states: list[State], keys: list[str]) -> list[dict[str, Tensor]]:
+        """Per mix, its tensor for each key, by one product of the coefficients per key."""
+        stacked = {}
+        for key in keys:
+            flat = torch.stack([s[key].reshape(-1) for s in states]).to(coefficients)
+            stacked[key] = (coefficients @ flat).view(len(coefficients), *states[0][key].shape)
+        return [{k: v[g] for k, v in stacked.items()} for g in range(len(coefficients))]
+
+    # ---- one mix through one layer: h [n_in, d] -> [n_out, d'], the mix's weights in w
+
+    @staticmethod
+    def _linear_then_propagate(plan: LayerPlan, h: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+        """adj @ h @ Wᵀ + b, in the cheaper order (propagate the narrower side)."""
+        d_out, d_in, nnz = *weight.shape, plan.row.numel()
+        if nnz * d_in + plan.n_out * d_in * d_out <= plan.n_in * d_in * d_out + nnz * d_out:
+            return torch.addmm(bias, _spmm(plan.adj, h), weight.t())
+        return _spmm(plan.adj, h @ weight.t()).add_(bias)
+
+    def _conv(self, i: int, h: Tensor, w: dict[str, Tensor], first: list[Tensor] | None) -> Tensor:
+        plan, p = self.plans[i], f"convs.{i}."
+        if self.arch == "gcn":
+            if first:
+                return first[0].add_(w[p + "bias"])
+            return self._linear_then_propagate(plan, h, w[p + "lin.weight"], w[p + "bias"])
+        if self.arch == "sage":
+            if first:
+                return first[0].add_(w[p + "lin_l.bias"])
+            z = self._linear_then_propagate(plan, h, w[p + "lin_l.weight"], w[p + "lin_l.bias"])
+            return z.addmm_(h[plan.root], w[p + "lin_r.weight"].t())
+        if self.arch == "gin":
+            scale = 1 + w[p + "eps"]
+            if first:
+                z = torch.addcmul(first[1], first[0], scale).add_(w[p + "nn.0.bias"])
+            else:
+                agg = torch.addcmul(_spmm(plan.adj, h), h[plan.root], scale)
+                z = torch.addmm(w[p + "nn.0.bias"], agg, w[p + "nn.0.weight"].t())
+            return torch.addmm(w[p + "nn.2.bias"], z.clamp_min_(0), w[p + "nn.2.weight"].t())
+        return self._gat(plan, first[0] if first else h @ w[p + "lin.weight"].t(), w, p)
+
+    def _gat(self, plan: LayerPlan, xw: Tensor, w: dict[str, Tensor], p: str) -> Tensor:
+        """GATConv in eval mode: xw [n_in, H*C] -> [n_out, H*C] (heads concatenated) or [n_out, C] (one head)."""
+        att_src, att_dst = w[p + "att_src"][0], w[p + "att_dst"][0]  # [H, C]
+        heads, channels = att_src.shape
+        xw = xw.view(-1, heads, channels)
+        score_src = (xw * att_src).sum(-1)  # [n_in, H]
+        score_dst = (xw[plan.root] * att_dst).sum(-1)  # [n_out, H]
+        alpha = F.leaky_relu(score_src[plan.col] + score_dst[plan.row], 0.2)
+        alpha = _edge_softmax(alpha, plan)  # [nnz, H]
+        by_head = xw.transpose(0, 1).contiguous() if heads > 1 else xw.view(1, -1, channels)
+        crow, col = plan.adj.crow_indices(), plan.adj.col_indices()
+        out = [_spmm(_csr(crow, col, alpha[:, k].contiguous(), plan.adj.shape), by_head[k]) for k in range(heads)]
+        out = torch.cat(out, 1) if heads > 1 else out[0]
+        return out.add_(w[p + "bias"])
+
+    def _finish(self, i: int, h: Tensor, x: Tensor, w: dict[str, Tensor]) -> Tensor:
+        """The template's finish_layer for one mix: eval-mode norm, activation, residual."""
+        norm = self.model.config.norm
+        if norm == "batch":
+            p = f"norms.{i}.module."
+            scale = w[p + "weight"] / torch.sqrt(w[p + "running_var"] + self.model.norms[i].module.eps)
+            h = h.sub_(w[p + "running_mean"]).mul_(scale).add_(w[p + "bias"])
+        elif norm == "layer":
+            p = f"norms.{i}."
+            h = F.layer_norm(h, h.shape[-1:], w[p + "weight"], w[p + "bias"], self.model.norms[i].eps)
+        h = h.clamp_min_(0) if self.model.act is F.relu else self.model.act(h)
+        if self.model.config.residual and h.shape[-1] == x.shape[-1]:
+            h = h.add_(x[self.plans[i].root])
+        return h
 
     @torch.no_grad()
     def mix_logits(self, mixes: Sequence[Mix]) -> Tensor:
         """[G, n_split, C] logits of each mix on the split's nodes, by the fast path."""
-        layers = len(self.model.convs)
-        pre = torch.stack([sum(float(c) * self._first_layer(s) for c, s in mix if c != 0) for mix in mixes])
-        x_in = self.x[self.input_nodes]
-        h = pre if layers == 1 else self.model.finish_layer(0, pre, x_in)
-        for i in range(1, layers):
-            keys = [k for k in mixes[0][0][1] if k.startswith(f"convs.{i}.")]
-            weights = {k: torch.stack([sum(float(c) * s[k].to(self.device) for c, s in mix if c != 0)
-                                       for mix in mixes]) for k in keys}
-            h = self._layer(i, h, weights)
-            if i < layers - 1:
-                h = self.model.finish_layer(i, h, h)
-        return h
+        coefficients = self._bank_slots(mixes)
+        states = self._pinned
+        floating = [k for k, v in states[0].items() if v.is_floating_point()]
+        weights = self._mixed_weights(coefficients, [{k: s[k].to(self.device) for k in floating} for s in states],
+                                      floating)
+        logits = []
+        for w, first in zip(weights, self._mixed_parts(coefficients)):
+            h = self._x_in
+            for i in range(len(self.plans)):
+                z = self._conv(i, h, w, first if i == 0 else None)
+                h = z if i == len(self.plans) - 1 else self._finish(i, z, h, w)
+            logits.append(h)
+        return torch.stack(logits)
+
+    # ---- the Evaluator interface
+
+    def _per_mix_floats(self) -> int:
+        hidden = max(self.model.config.hidden, self.model.out_channels, self.graph.num_features)
+        widest = max(plan.n_in * 2 + plan.n_out * 2 for plan in self.plans) * hidden
+        if self.arch == "gat":
+            widest += max(plan.row.numel() for plan in self.plans) * 3 * self.model.config.heads
+        return widest
+
+    @staticmethod
+    def _key(mix: Mix) -> tuple:
+        return tuple(sorted((id(s), float(c)) for c, s in mix if c != 0))
 
     def score_many(self, mixes: Sequence[Mix]) -> list[float]:
         if not self.fast or not mixes:
             return super().score_many(mixes)
-        self.forwards += len(mixes)
-        widest = max(plan[4] for plan in self.layers_plan[1:]) * max(self.model.config.hidden, self.model.out_channels)
-        per_batch = max(1, self.memory_floats // max(widest, 1))
-        scores = []
-        for start in range(0, len(mixes), per_batch):
-            logits = self.mix_logits(mixes[start:start + per_batch])
-            scores += [score_logits(self.graph.metric, z, self.y) for z in logits]
-        return scores
+        keys = [self._key(m) for m in mixes]
+        todo = list(dict.fromkeys(k for k in keys if k not in self._memo))
+        by_key = {k: m for k, m in zip(keys, mixes)}
+        per_batch = max(1, self.memory_floats // max(self._per_mix_floats(), 1))
+        for start in range(0, len(todo), per_batch):
+            batch = todo[start:start + per_batch]
+            self.forwards += len(batch)
+            logits = self.mix_logits([by_key[k] for k in batch])
+            for key, z in zip(batch, logits):
+                self._memo[key] = score_logits(self.graph.metric, z, self.y)
+        return [self._memo[k] for k in keys]
+
+    def score(self, state: State) -> float:
+        if not self.fast:
+            return super().score(state)
+        return self.score_many([[(1.0, state)]])[0]

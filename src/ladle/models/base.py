@@ -25,6 +25,10 @@ class GNN(nn.Module):
 
     act = staticmethod(F.relu)
     supports_edge_weight = False  # whether the layers take per-edge weights (GraphSAINT's α)
+    # Whether a layer's output at a node depends only on the node and its in-edges, so a
+    # neighbour-sampled batch can be trimmed hop by hop (GCN's normalisation also reads the
+    # sources' degrees, which trimming would change).
+    trims_by_hop = True
 
     def __init__(self, in_channels: int, out_channels: int, config: ModelConfig):
         super().__init__()
@@ -40,14 +44,26 @@ class GNN(nn.Module):
         raise NotImplementedError
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None,
-                layer_ptr: Tensor | None = None, self_weight: Tensor | None = None) -> Tensor:
+                layer_ptr: Tensor | None = None, self_weight: Tensor | None = None,
+                num_sampled_nodes: list[int] | None = None, num_sampled_edges: list[int] | None = None) -> Tensor:
         """x: [N, F] features, edge_index: [2, E], edge_weight: [E] or None -> [N, out_channels] logits.
 
         ``edge_weight`` is used by layers that take one and ignored by the others. A layer-wise
         sampled batch (FastGCN, LADIES) also passes ``layer_ptr`` [layers + 1], so that layer i
         uses only edges ``layer_ptr[i]:layer_ptr[i+1]``, and ``self_weight`` [N], the exact
         self-loop coefficients; its edge weights are then the whole propagation.
+
+        A neighbour-sampled batch may pass PyG's ``num_sampled_nodes`` (per hop, seeds first) and
+        ``num_sampled_edges`` (per hop): where :attr:`trims_by_hop`, layer i then reads only the
+        edges of the first ``layers - i`` hops and computes only the nodes of the first
+        ``layers - i`` hops (as PyG's ``trim_to_layer``, and also trimming the layer's own outputs),
+        so the logits are those of the first ``num_sampled_nodes[0]`` nodes, the seeds, and equal
+        the untrimmed forward's there up to rounding. A batch sampled for another number of hops
+        than the model has layers runs untrimmed.
         """
+        if (num_sampled_edges is not None and len(num_sampled_edges) == len(self.convs) and self.trims_by_hop
+                and layer_ptr is None):
+            return self._trimmed_forward(x, edge_index, list(num_sampled_nodes), list(num_sampled_edges))
         extra = (edge_weight,) if edge_weight is not None and self.supports_edge_weight else ()
         if layer_ptr is not None and layer_ptr.numel() != len(self.convs) + 1:
             raise ValueError(f"a layer-wise batch for {layer_ptr.numel() - 1} layers given to a "
@@ -63,6 +79,16 @@ class GNN(nn.Module):
                 weight = None if edge_weight is None else edge_weight[lo:hi]
                 h = self.sampled_conv(conv, x, edge_index[:, lo:hi], weight, self_weight)
             x = self.finish_layer(i, h, x)
+        return x
+
+    def _trimmed_forward(self, x: Tensor, edge_index: Tensor, nodes: list[int], edges: list[int]) -> Tensor:
+        cfg, layers = self.config, len(self.convs)
+        p_in = cfg.dropout if cfg.input_dropout is None else cfg.input_dropout
+        x = input_dropout(x, p_in, self.training)
+        for i, conv in enumerate(self.convs):
+            n_out, e_used = sum(nodes[: layers - i]), sum(edges[: layers - i])
+            h = conv((x, x[:n_out]), edge_index[:, :e_used])
+            x = self.finish_layer(i, h, x[:n_out])
         return x
 
     def sampled_conv(self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None,

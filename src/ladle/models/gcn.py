@@ -9,6 +9,7 @@ class GCN(GNN):
     """Symmetric-normalised graph convolutions with self-loops (PyG ``GCNConv``); takes edge weights."""
 
     supports_edge_weight = True
+    trims_by_hop = False  # the normalisation reads source degrees, which trimming changes
 
     def init_conv(self, in_channels, out_channels, *, last):
         return GCNConv(in_channels, out_channels)

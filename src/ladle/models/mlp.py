@@ -10,5 +10,7 @@ class _Linear(nn.Linear):
 
 
 class MLP(GNN):
+    trims_by_hop = False  # no edges to trim; the whole batch is a few matmuls anyway
+
     def init_conv(self, in_channels, out_channels, *, last):
         return _Linear(in_channels, out_channels)

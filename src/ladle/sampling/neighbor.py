@@ -62,13 +62,16 @@ class NeighborSampler:
             yield self.sample(seeds, gen)
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Data:
-        n_id, edge_index = self.sample_topology(seeds, gen)
+        n_id, edge_index, per_hop = self.sample_topology(seeds, gen, with_hops=True)
         data = self.graph.data
         return Data(x=data.x.index_select(0, n_id), y=data.y.index_select(0, n_id), edge_index=edge_index,
-                    n_id=n_id, batch_size=seeds.numel(), num_nodes=n_id.numel())
+                    n_id=n_id, batch_size=seeds.numel(), num_nodes=n_id.numel(),
+                    num_sampled_nodes=per_hop[0], num_sampled_edges=per_hop[1])
 
-    def sample_topology(self, seeds: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-        """The sampled nodes (``n_id``, seeds first) and local edges, without gathering features."""
+    def sample_topology(self, seeds: torch.Tensor, gen: torch.Generator, with_hops: bool = False):
+        """The sampled nodes (``n_id``, seeds first, then each hop's new nodes) and local edges (hop by
+        hop), without gathering features; with ``with_hops`` also PyG's per-hop counts
+        ``(num_sampled_nodes, num_sampled_edges)``."""
         rowptr, col = (t.cpu() for t in self.graph.csr())
         index = self.index
         nodes, frontier = [seeds], seeds
@@ -90,6 +93,8 @@ class NeighborSampler:
         n_id = torch.cat(nodes)
         index.clear(n_id)
         edge_index = torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.empty(2, 0, dtype=torch.long)
+        if with_hops:
+            return n_id, edge_index, ([t.numel() for t in nodes], [t.numel() for t in src])
         return n_id, edge_index
 
 
