@@ -99,7 +99,7 @@ def test_sigkill_of_the_whole_run_then_resume(serial_run, tmp_path):
 def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     out = tmp_path / "interrupted"
     cmd = [sys.executable, "-m", "ladle.cli", "run", "--dataset", "csbm:nodes=500,classes=3,features=8",
-           "--ingredients", "3", "--epochs", "400", "--hidden", "8", "--workers", "2", "--out", str(out), "--quiet"]
+           "--ingredients", "3", "--epochs", "3000", "--hidden", "8", "--workers", "2", "--out", str(out), "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
     deadline = time.time() + 120
     while not (out / "config.toml").exists():
@@ -108,8 +108,8 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     time.sleep(3)  # workers are up and training
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole process group
     err = proc.communicate(timeout=60)[1].decode()
-    assert proc.returncode == 130
-    assert f"ladle run --resume {out}" in err and "Traceback" not in err
+    assert proc.returncode == 130, err
+    assert f"ladle run --resume {out}" in err and "Traceback" not in err, err
 
 
 def test_resume_refuses_config_flags(serial_run, capsys):

@@ -22,14 +22,20 @@ def random_graph(seed: int, nodes: int, classes: int = 3, features: int = 5):
                       num_classes=classes)
 
 
+def perturb(name, tensor, gen):
+    if not tensor.is_floating_point():
+        return tensor
+    noise = 0.3 * torch.randn(tensor.shape, generator=gen)
+    return tensor * noise.exp() if name.endswith("running_var") else tensor + noise  # variances stay positive
+
+
 def ingredients(config: ModelConfig, graph, count: int, seed: int):
     """A shared initialisation plus per-ingredient perturbations, as trained ingredients would be."""
     base = build_model(config, graph.num_features, graph.num_classes, init_seed=seed).state_dict()
     out = []
     for k in range(count):
         gen = torch.Generator().manual_seed(seed * 100 + k)
-        state = {n: (t + 0.3 * torch.randn(t.shape, generator=gen) if t.is_floating_point() else t)
-                 for n, t in base.items()}
+        state = {n: perturb(n, t, gen) for n, t in base.items()}
         out.append(Ingredient(f"ingredient-{k:02d}", state, config))
     return out
 

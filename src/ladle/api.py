@@ -45,6 +45,7 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
     _check_device(config.device)
     # The graph first: a dataset that fails to load must not leave an empty run directory behind.
     graph = graph if graph is not None else load_graph(config.dataset, config.root)
+    _check_fits_graph(config, graph)
     run_dir = RunDir(out) if resume else RunDir(out).create(config)
     meta = dataset_meta(graph)
     done = set(run_dir.ingredient_names())
@@ -140,10 +141,46 @@ def load_ingredients(run_dir: RunDir, graph: Graph) -> tuple[list[Ingredient], o
         if sidecar.get("dataset", {}).get("fingerprint") != graph.fingerprint:
             raise LadleError(f"{source} was trained on a different graph (dataset fingerprint differs)",
                              fix="soup it with the dataset and root it was trained on")
-        model_config, _, _ = model_from_sidecar(sidecar)
+        model_config, in_channels, out_channels = model_from_sidecar(sidecar)
+        _check_weights(source, state, model_config, in_channels, out_channels)
         ingredients.append(Ingredient(name, state, model_config, source))
         fingerprints[name] = sidecar["sha256"]
     return ingredients, model_config, fingerprints
+
+
+def _check_fits_graph(config: RunConfig, graph: Graph) -> None:
+    """Settings that only the graph can refute, checked before any work starts."""
+    n = graph.num_nodes
+    parts = config.partition.parts or config.ingredients  # 0: one part per ingredient
+    if config.partition.method != "none" and parts > n:
+        raise LadleError(f"partition.parts = {parts}: cannot cut {n} nodes into that many parts",
+                         fix=f"use --parts {n} or fewer")
+    if "pls" in config.soups and config.learned.parts > n:
+        raise LadleError(f"learned.parts = {config.learned.parts}: cannot cut {n} nodes into that many parts",
+                         fix=f"set parts = {n} or fewer in the [learned] table")
+    for spec in config.ingredient_specs():
+        if spec.sampler.name == "cluster" and spec.sampler.parts > n:
+            raise LadleError(f"sampler.parts = {spec.sampler.parts} ({spec.name}): cannot cut {n} nodes into that "
+                             "many parts", fix=f"use --parts {n} or fewer")
+
+
+def _check_weights(source: str, state: dict, model_config, in_channels: int, out_channels: int) -> None:
+    """Refuse weights that do not fit the architecture their sidecar names, or that are not finite."""
+    from ladle.models import build_model
+
+    expected = {k: tuple(v.shape) for k, v in build_model(model_config, in_channels, out_channels).state_dict().items()}
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    fix = "delete it and its .json, then ladle run --resume RUN_DIR to retrain it, or restore both files"
+    if got != expected:
+        problems = [f"missing {k}" for k in sorted(expected.keys() - got.keys())]
+        problems += [f"extra {k}" for k in sorted(got.keys() - expected.keys())]
+        problems += [f"{k} is {got[k]}, not {expected[k]}" for k in sorted(got.keys() & expected.keys())
+                     if got[k] != expected[k]]
+        raise LadleError(f"{source}: its tensors do not fit the {model_config.name} model its sidecar describes "
+                         f"({'; '.join(problems[:4])})", fix=fix)
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise LadleError(f"{source} holds NaN or infinite weights ({', '.join(bad[:3])})", fix=fix)
 
 
 def _model_entry(model_config, graph: Graph) -> dict:

@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
+import signal
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -38,10 +40,28 @@ ENGINE_FLAGS = {
 }
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into the same clean stop as Ctrl-C: workers stopped, finished work kept."""
+
+
+def _terminate(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
+    try:
+        return _dispatch(args)
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _dispatch(args) -> int:
     try:
         return args.handler(args) or 0
     except LadleError as err:
@@ -49,11 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         if err.fix:
             errors.print(f"  [bold]fix:[/] {err.fix}", highlight=False, soft_wrap=True)
         return 2
-    except KeyboardInterrupt:
-        where = getattr(args, "out", None)
-        errors.print("interrupted." + (f" Finished ingredients are kept in {where}; finish the run with "
-                                       f"ladle run --resume {where}" if where else ""), soft_wrap=True)
-        return 130
+    except KeyboardInterrupt as stop:
+        where = getattr(args, "resume", None) or getattr(args, "out", None)
+        what = "terminated." if isinstance(stop, Terminated) else "interrupted."
+        errors.print(what + (f" Finished ingredients are kept in {where}; finish the run with "
+                             f"ladle run --resume {where}" if where else ""), soft_wrap=True)
+        return 143 if isinstance(stop, Terminated) else 130
     except Exception as err:  # a bug in ladle: one line, the traceback only when asked for
         if args.debug:
             raise
@@ -186,7 +207,17 @@ def config_from_args(args):
         # With --partition, --parts counts the partition's parts (Graph Ladling's K), not ClusterGCN's.
         overrides["partition.parts"] = overrides.pop("sampler.parts")
     file_values = load_toml(args.config) if args.config else None
-    return build_config(file_values, overrides, source=str(args.config or "flags"))
+    try:
+        return build_config(file_values, overrides, source=str(args.config or "flags"))
+    except LadleError as err:
+        if file_values is None or str(args.config) in err.message:
+            raise
+        try:  # is the bad value the file's own? then say which file
+            build_config(file_values, source=str(args.config))
+        except LadleError as own:
+            if own.message == err.message:
+                raise LadleError(f"{args.config}: {err.message}", fix=err.fix) from None
+        raise
 
 
 def _default_out(config) -> Path:

@@ -337,7 +337,7 @@ class RunConfig:
         _check_int("ingredients", self.ingredients, 1, MAX_INGREDIENTS)
         _check_int("seed", self.seed, 0, 2**63 - 1)
         _check_choice("init", self.init, INIT_MODES)
-        if isinstance(self.soups, str) or not all(isinstance(s, str) for s in self.soups):
+        if not isinstance(self.soups, (list, tuple)) or not all(isinstance(s, str) for s in self.soups):
             raise LadleError("soups must be a list of method names", fix='for example soups = ["uniform", "gis"]')
         object.__setattr__(self, "soups", tuple(self.soups))
         _check_int("granularity", self.granularity, 2, 10_000)
@@ -423,7 +423,8 @@ def _recipes(entries, source: str) -> tuple[Recipe, ...]:
                              fix="a recipe has count, seed and a sampler table")
         sampler = entry.get("sampler", {})
         if not isinstance(sampler, dict):
-            raise LadleError(f"{source}: recipes[{i}].sampler must be a table")
+            raise LadleError(f"{source}: recipes[{i}].sampler must be a table",
+                             fix='write it as [recipes.sampler] with name = "neighbor" and its settings')
         bad = set(sampler) - {f.name for f in fields(SamplerConfig)}
         if bad:
             key = sorted(bad)[0]
@@ -445,7 +446,7 @@ def load_toml(path: str | Path) -> dict:
     except FileNotFoundError:
         raise LadleError(f"config file {path} does not exist", fix="check the path given to --config") from None
     except (OSError, UnicodeDecodeError) as err:
-        raise LadleError(f"cannot read config file {path}: {err}") from None
+        raise LadleError(f"cannot read config file {path}: {err}", fix="give a readable UTF-8 TOML file") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -478,13 +479,17 @@ def dump_toml(values: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_TOML_ESCAPES = {"\\": "\\\\", '"': '\\"'}
+
+
 def _toml_value(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(value, str):  # a TOML basic string: backslash, quote and control characters escaped
+        return '"' + "".join(_TOML_ESCAPES.get(c) or (f"\\u{ord(c):04x}" if ord(c) < 0x20 or ord(c) == 0x7F else c)
+                             for c in value) + '"'
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_toml_value(v) for v in value) + "]"
     raise TypeError(f"cannot write {type(value).__name__} to TOML")
@@ -524,19 +529,25 @@ def _reject_unknown(values: dict, source: str) -> None:
 # ---------------------------------------------------------------- checks
 
 
+def _fix(name, what):
+    """Where a value comes from: a flag or the config file; say so once, for every check."""
+    return f"give {name} {what} (its command-line flag, or the config file)"
+
+
 def _check_int(name, value, low, high=None):
+    bound = f">= {low}" if high is None else f"between {low} and {high}"
     if isinstance(value, bool) or not isinstance(value, int):
-        raise LadleError(f"{name} must be an integer, got {value!r}")
+        raise LadleError(f"{name} must be an integer, got {value!r}", fix=_fix(name, f"an integer {bound}"))
     if value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"between {low} and {high}"
-        raise LadleError(f"{name} must be {bound}, got {value}")
+        raise LadleError(f"{name} must be {bound}, got {value}", fix=_fix(name, f"a value {bound}"))
 
 
 def _check_float(name, value, low, high, open_low=False):
+    interval = f"{'(' if open_low else '['}{low}, {high}]"
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise LadleError(f"{name} must be a finite number, got {value!r}")
+        raise LadleError(f"{name} must be a finite number, got {value!r}", fix=_fix(name, f"a number in {interval}"))
     if value < low or value > high or (open_low and value == low):
-        raise LadleError(f"{name} must be in {'(' if open_low else '['}{low}, {high}], got {value}")
+        raise LadleError(f"{name} must be in {interval}, got {value}", fix=_fix(name, f"a number in {interval}"))
 
 
 def _check_prob(name, value):
@@ -545,12 +556,12 @@ def _check_prob(name, value):
 
 def _check_bool(name, value):
     if not isinstance(value, bool):
-        raise LadleError(f"{name} must be true or false, got {value!r}")
+        raise LadleError(f"{name} must be true or false, got {value!r}", fix=_fix(name, "true or false"))
 
 
 def _check_str(name, value):
     if not isinstance(value, str) or not value:
-        raise LadleError(f"{name} must be a non-empty string, got {value!r}")
+        raise LadleError(f"{name} must be a non-empty string, got {value!r}", fix=_fix(name, "a non-empty string"))
 
 
 def _check_choice(name, value, choices):

@@ -33,22 +33,32 @@ SOUP_FORMAT = "ladle.soup/1"
 
 
 def atomic_write(path: Path, payload: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write to a temporary file beside ``path``, fsync, rename: ``path`` holds the old bytes or the new, never half.
+
+    A failed write (a full disk, a read-only folder) removes the temporary file and raises one
+    LadleError naming the file; whatever was there before is untouched.
+    """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
             f.write(payload)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise LadleError(f"cannot write {path}: {err.strerror or err}",
+                         fix="free some space (or fix the folder's permissions), then ladle run --resume RUN_DIR: "
+                             "the files written before are intact") from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
 
 
 def write_json(path: Path, value: Any) -> None:
@@ -95,10 +105,12 @@ def read_weights(path: Path) -> tuple[dict[str, torch.Tensor], dict]:
     try:
         state = load_safetensors(payload)
     except Exception as err:  # safetensors raises several types for a malformed header
-        raise LadleError(f"{path} is not a safetensors file ({err})") from None
+        raise LadleError(f"{path} is not a safetensors file ({err}); ladle reads nothing else, and never unpickles",
+                         fix="retrain it (delete it and its .json, then ladle run --resume RUN_DIR) or restore it") from None
     listed = sidecar.get("tensors", {})
     if set(listed) != set(state):
-        raise LadleError(f"{path}: tensors disagree with the sidecar ({sorted(set(listed) ^ set(state))[:5]})")
+        raise LadleError(f"{path}: tensors disagree with the sidecar ({sorted(set(listed) ^ set(state))[:5]})",
+                         fix="one of the pair was changed: restore both files, or retrain (ladle run --resume)")
     return state, sidecar
 
 
@@ -108,7 +120,8 @@ def model_from_sidecar(sidecar: dict) -> tuple[ModelConfig, int, int]:
         in_channels, out_channels = spec.pop("in_channels"), spec.pop("out_channels")
         return ModelConfig(**spec), int(in_channels), int(out_channels)
     except (KeyError, TypeError) as err:
-        raise LadleError(f"sidecar has no usable model description ({err})") from None
+        raise LadleError(f"sidecar has no usable model description ({err})",
+                         fix="restore the .json written beside the weights") from None
 
 
 def load_model(path: str | Path, name: str | None = None) -> torch.nn.Module:
@@ -216,9 +229,12 @@ class RunDir:
         return {p.stem: read_json(p) for p in sorted(self.soups.glob("*.json"))}
 
     def weights_path(self, name: str) -> Path:
-        for folder in (self.soups, self.ingredients):
-            candidate = folder / f"{name}.safetensors"
-            if candidate.exists():
-                return candidate
-        choices = self.ingredient_names() + [p.stem for p in self.soups.glob("*.safetensors")]
-        raise LadleError(f"{self.path} has no model named {name!r}", fix="choices: " + ", ".join(choices))
+        """The weights of a soup or an ingredient of this run, by name: only names the run lists, so no
+        name (``../x``, an absolute path) can reach a file outside it."""
+        soups = [p.stem for p in sorted(self.soups.glob("*.safetensors"))]
+        if name in soups:
+            return self.soups / f"{name}.safetensors"
+        if name in self.ingredient_names():
+            return self.ingredients / f"{name}.safetensors"
+        raise LadleError(f"{self.path} has no model named {name!r}",
+                         fix="choices: " + ", ".join(soups + self.ingredient_names()))

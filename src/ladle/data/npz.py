@@ -73,16 +73,18 @@ def _read(path: Path) -> dict[str, np.ndarray]:
         if "pickle" in str(err).lower():
             raise LadleError(f"{path}: a key holds Python objects, which ladle never unpickles",
                              fix="store plain numeric arrays") from None
-        raise LadleError(f"{path} is not a readable .npz file: {err}") from None
+        raise LadleError(f"{path} is not a readable .npz file: {err}", fix="write it with numpy.savez") from None
     except (OSError, zipfile.BadZipFile, EOFError) as err:
         raise LadleError(f"{path} is not a readable .npz file: {err}", fix="write it with numpy.savez") from None
 
 
 def _features(x: np.ndarray, where: str) -> np.ndarray:
     if x.ndim != 2 or x.shape[0] == 0:
-        raise LadleError(f"{where}: node_features has shape {x.shape}, expected [N, F] with N > 0")
+        raise LadleError(f"{where}: node_features has shape {x.shape}, expected [N, F] with N > 0",
+                         fix="store one feature row per node: node_features of shape [N, F]")
     if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer) or x.dtype == bool):
-        raise LadleError(f"{where}: node_features has dtype {x.dtype}, expected a float array")
+        raise LadleError(f"{where}: node_features has dtype {x.dtype}, expected a float array",
+                         fix="store node_features as float32 (or float64)")
     x = x.astype(np.float32, copy=False)
     bad = ~np.isfinite(x)
     if bad.any():
@@ -94,12 +96,14 @@ def _features(x: np.ndarray, where: str) -> np.ndarray:
 
 def _labels(y: np.ndarray, n: int, where: str) -> np.ndarray:
     if y.shape != (n,):
-        raise LadleError(f"{where}: node_labels has shape {y.shape}, expected [{n}] (one label per node)")
+        raise LadleError(f"{where}: node_labels has shape {y.shape}, expected [{n}] (one label per node)",
+                         fix="store one integer label per node")
     if not np.issubdtype(y.dtype, np.integer):
         if np.issubdtype(y.dtype, np.floating) and np.all(np.isfinite(y)) and np.all(y == np.round(y)):
             y = y.astype(np.int64)
         else:
-            raise LadleError(f"{where}: node_labels has dtype {y.dtype}, expected integer class ids")
+            raise LadleError(f"{where}: node_labels has dtype {y.dtype}, expected integer class ids",
+                             fix="store node_labels as integers 0..C-1")
     if y.min() < 0:
         raise LadleError(f"{where}: node_labels has negative values (min {int(y.min())})",
                          fix="labels must be class ids 0..C-1")
@@ -111,7 +115,8 @@ def _edges(edges: np.ndarray, n: int, where: str) -> np.ndarray:
         hint = "transpose it (edges.T)" if edges.ndim == 2 and edges.shape[0] == 2 else "one row per edge: [E, 2]"
         raise LadleError(f"{where}: edges has shape {edges.shape}, expected [E, 2]", fix=hint)
     if not np.issubdtype(edges.dtype, np.integer):
-        raise LadleError(f"{where}: edges has dtype {edges.dtype}, expected integer node ids")
+        raise LadleError(f"{where}: edges has dtype {edges.dtype}, expected integer node ids",
+                         fix="store edges as integers")
     if edges.size and (edges.min() < 0 or edges.max() >= n):
         lo, hi = int(edges.min()), int(edges.max())
         raise LadleError(f"{where}: edges has node ids in [{lo}, {hi}], outside [0, {n - 1}] for {n} nodes",
@@ -123,14 +128,16 @@ def _mask(mask: np.ndarray, key: str, n: int, split: int, where: str) -> np.ndar
     if mask.ndim == 1:
         mask = mask[None]
     if mask.ndim != 2 or mask.shape[1] != n:
-        raise LadleError(f"{where}: {key} has shape {mask.shape}, expected [S, {n}] or [{n}]")
+        raise LadleError(f"{where}: {key} has shape {mask.shape}, expected [S, {n}] or [{n}]",
+                         fix="store one boolean row per split, one column per node")
     if split >= mask.shape[0]:
         raise LadleError(f"{where}: split {split} asked for but {key} holds {mask.shape[0]} splits",
                          fix=f"use npz:PATH#K with K from 0 to {mask.shape[0] - 1}")
     row = mask[split]
     if row.dtype != bool:
         if not np.isin(row, (0, 1)).all():
-            raise LadleError(f"{where}: {key} must be boolean (or 0/1), got values other than 0 and 1")
+            raise LadleError(f"{where}: {key} must be boolean (or 0/1), got values other than 0 and 1",
+                             fix="store masks as booleans")
         row = row.astype(bool)
     return np.ascontiguousarray(row)
 

@@ -9,10 +9,12 @@ One process trains one ingredient and stores it before exiting, so a worker that
 from __future__ import annotations
 
 import logging
-import queue
+import os
+import pickle
 import signal
 from collections import Counter, deque
 from collections.abc import Sequence
+from multiprocessing.connection import wait
 
 import torch.multiprocessing as mp
 
@@ -33,16 +35,32 @@ def share(graph: Graph) -> Graph:
     return graph
 
 
-def _worker(spec, graph, store, device, threads, slot, events) -> None:
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when the process that started it dies (even by SIGKILL), so no
+    orphan keeps training into a run directory that a resumed run is now writing."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the parent's own cleanup still stops workers
+        pass
+
+
+def _worker(spec, graph, store, device, threads, slot, channel, parent: int) -> None:
     # Ctrl-C reaches the whole process group: the parent stops the workers, so they need not see it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _die_with_parent()
+    if os.getppid() != parent:  # the parent died before the request was in place
+        return
     label = worker_label("process", slot)
 
     def progress(name, epoch, epochs, best, worker):
-        events.put(("epoch", name, epoch, epochs, best, worker))
+        channel.send(("epoch", name, epoch, epochs, best, worker))
 
     done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
-    events.put(("done", done))
+    channel.send(("done", done))
+    channel.close()
 
 
 def _start_without_sigint(process) -> None:
@@ -61,28 +79,38 @@ def _start_without_sigint(process) -> None:
 def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",
         engine: EngineConfig = EngineConfig(), on_epoch: OnProgress | None = None,
         on_done=None) -> list[Finished]:
-    """Train and store every spec on up to ``engine.workers`` processes at once."""
+    """Train and store every spec on up to ``engine.workers`` processes at once.
+
+    Each worker reports on its own pipe, whose only write end it holds: one shared queue would
+    share a lock, and a worker killed while holding it would hang every other worker.
+    """
     ctx = mp.get_context("spawn")
     share(graph)
-    events = ctx.Queue()
     pending, attempts = deque(specs), Counter()
-    running: dict = {}  # process -> (spec, slot)
+    running: dict = {}  # process -> (spec, slot, the read end of its pipe)
     free = list(range(engine.workers))
     finished: dict[str, Finished] = {}
+
+    def drain(readers, timeout):
+        _drain(readers, finished, on_epoch, on_done, timeout=timeout)
+
     try:
         while pending or running:
             while pending and free:
                 spec, slot = pending.popleft(), free.pop(0)
+                reader, writer = ctx.Pipe(duplex=False)
                 process = ctx.Process(target=_worker, daemon=True, name=f"ladle-{spec.name}",
-                                      args=(spec, graph, store, device, engine.threads, slot, events))
+                                      args=(spec, graph, store, device, engine.threads, slot, writer, os.getpid()))
+                running[process] = (spec, slot, reader)  # first, so a Ctrl-C just after start still stops it
                 _start_without_sigint(process)
-                running[process] = (spec, slot)
-            _drain(events, finished, on_epoch, on_done, timeout=0.2)
+                writer.close()  # so the worker's death ends its stream, even in the middle of a message
+            drain([r for _, _, r in running.values()], 0.2)
             for process in [p for p in running if not p.is_alive()]:
                 process.join()
-                spec, slot = running.pop(process)
+                spec, slot, reader = running.pop(process)
                 free.append(slot)
-                _drain(events, finished, on_epoch, on_done, timeout=0.0)
+                drain([reader], 0.0)
+                reader.close()
                 if process.exitcode == 0 and store.is_done(spec):
                     continue
                 attempts[spec.name] += 1
@@ -94,24 +122,28 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                             attempts[spec.name], engine.retries)
                 pending.appendleft(spec)
     finally:
-        for process in running:
-            process.kill()
-            process.join()
-    _drain(events, finished, on_epoch, on_done, timeout=0.0)
+        for process, (_, _, reader) in running.items():
+            if process.pid is not None:  # started
+                process.kill()
+                process.join()
+            reader.close()
     return [finished[s.name] for s in specs if s.name in finished]
 
 
-def _drain(events, finished, on_epoch, on_done, *, timeout: float) -> None:
-    while True:
-        try:
-            event = events.get(timeout=timeout) if timeout else events.get_nowait()
-        except queue.Empty:
-            return
-        timeout = 0.0
-        if event[0] == "epoch":
-            if on_epoch is not None:
-                on_epoch(*event[1:])
-        elif event[1].name not in finished:
-            finished[event[1].name] = event[1]
-            if on_done is not None:
-                on_done(event[1])
+def _drain(readers, finished, on_epoch, on_done, *, timeout: float) -> None:
+    """Handle every message waiting on the workers' pipes (waiting up to ``timeout`` for the first)."""
+    for reader in wait([r for r in readers if not r.closed], timeout):
+        while True:
+            try:
+                if not reader.poll():
+                    break
+                event = reader.recv()
+            except (EOFError, OSError, pickle.UnpicklingError):  # the worker is gone; it is reaped by run
+                break
+            if event[0] == "epoch":
+                if on_epoch is not None:
+                    on_epoch(*event[1:])
+            elif event[1].name not in finished:
+                finished[event[1].name] = event[1]
+                if on_done is not None:
+                    on_done(event[1])
