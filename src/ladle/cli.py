@@ -398,5 +398,17 @@ def _finish(args, results: dict) -> None:
     console.print(f"run directory: {args.out}  (results.json, report.md, plots/, soups/)")
 
 
+def entry() -> int:
+    """The console script: :func:`main`, then an exit that a late Ctrl-C or SIGTERM cannot turn into a traceback
+    (the work is finished or already stopped by then; interpreter shutdown joins the workers)."""
+    try:
+        status = main()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    except KeyboardInterrupt:  # in the instant between main's end and the lines above
+        return 130
+    return status
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())
