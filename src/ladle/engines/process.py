@@ -64,16 +64,16 @@ def _worker(spec, graph, store, device, threads, slot, channel, parent: int) -> 
 
 
 def _start_without_sigint(process) -> None:
-    """Start a worker with SIGINT blocked, so a Ctrl-C while it imports cannot print a traceback.
+    """Start a worker with SIGINT ignored, so a Ctrl-C while it imports cannot print a traceback.
 
-    A blocked mask survives the spawn's exec; the worker then ignores SIGINT, which discards a
-    pending one. In this process the signal stays pending until unblocked, so none is lost.
+    An ignored disposition survives the spawn's exec and Python keeps it at startup (a blocked
+    mask did not: something in the imports can unblock it). A Ctrl-C in this instant is lost here.
     """
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         process.start()
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
 
 
 def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",
