@@ -4,8 +4,9 @@ GraphSAGE with neighbour sampling on csbm-arxiv, one torch thread per worker, al
 side by side in one run (machines are noisy: compare the ratios). Memory is the peak, over the
 run, of the proportional set size (PSS: shared pages such as the graph in shared memory and the
 torch libraries are split between the processes that map them) summed over this process and
-all its worker processes, sampled every 0.1 s. Ray's workers are not our children, so Ray is
-timed only. The weights are checked bit-identical across the three.
+all its worker processes, sampled every second (reading a process's PSS walks its page tables,
+some 10 ms per GB: sampled faster, the monitor takes a visible share of the two cores).
+Ray's workers are not our children, so Ray is timed only. The weights are checked bit-identical across the three.
 
     python benchmarks/scaling.py                      # ~10 minutes on 2 cores
     python benchmarks/scaling.py --dataset csbm --epochs 2   # a quick look
@@ -61,7 +62,7 @@ class MemoryMonitor:
         while self.running:
             pids = [os.getpid()] + descendants(os.getpid())
             self.peak = max(self.peak, sum(pss_mb(p) for p in pids))
-            time.sleep(0.1)
+            time.sleep(1.0)
 
     def __exit__(self, *exc):
         self.running = False
@@ -77,11 +78,12 @@ def _idle_worker(ready, done) -> None:
 
 
 def idle_worker_mb() -> float:
-    """PSS of a spawned process that has imported torch, PyG and ladle and done nothing else: the
-    floor each extra worker adds, whatever the graph."""
-    import multiprocessing
+    """PSS of a worker process started as the process engine starts them (forked from a server that
+    has imported torch, PyG and ladle), having done nothing else: the floor each extra worker adds,
+    whatever the graph."""
+    from ladle.engines.process import context
 
-    ctx = multiprocessing.get_context("spawn")
+    ctx = context()
     ready, done = ctx.Event(), ctx.Event()
     child = ctx.Process(target=_idle_worker, args=(ready, done))
     child.start()
@@ -117,6 +119,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray engine")
     parser.add_argument("--eval-chunk", type=int, default=16384,
                         help="train.eval_chunk: validation by layer-wise chunks, bounding each worker's memory")
+    parser.add_argument("--keep", default="", help="keep the three run directories under this folder")
     args = parser.parse_args(argv)
     import torch
 
@@ -136,7 +139,8 @@ def main(argv=None) -> int:
                       if hasattr(t, "numel"))
     print(f"{graph.name}: {graph.num_nodes:,} nodes; 4 SAGE ingredients, {args.epochs} epoch(s), 1 thread each")
     results = {}
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
         runs = {"process-1": {"name": "process", "workers": 1}, "process-2": {"name": "process", "workers": 2}}
         if not args.no_ray:
             runs["ray-2cpu"] = {"name": "ray", "cpus_per_ingredient": 1}

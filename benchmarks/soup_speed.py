@@ -24,10 +24,10 @@ def ingredients_for(arch: str, args, graph):
     from ladle.config import build_config
     from ladle.store import RunDir
 
-    out = Path(args.cache) / f"{arch}-{args.dataset.replace(':', '_').replace(',', '_')}"
-    config = build_config({"dataset": args.dataset, "ingredients": 8, "model": {"name": arch, "layers": 3,
+    out = Path(args.cache) / f"{arch}-{args.ingredients}-{args.epochs}-{args.dataset.replace(':', '_').replace(',', '_')}"
+    config = build_config({"dataset": args.dataset, "ingredients": args.ingredients, "model": {"name": arch, "layers": 3,
                            "hidden": 128, "heads": 4}, "train": {"epochs": args.epochs}, "soups": ["gis"]})
-    if not (out / "config.toml").exists() or len(RunDir(out).ingredient_names()) < 8:
+    if not (out / "config.toml").exists() or len(RunDir(out).ingredient_names()) < args.ingredients:
         api.train(config, out, graph=graph, resume=(out / "config.toml").exists())
     ingredients, model_config, _ = api.load_ingredients(RunDir(out), graph)
     return ingredients, model_config
@@ -63,6 +63,8 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=5)
     parser.add_argument("--granularity", type=int, default=20)
     parser.add_argument("--cache", default="runs/soup_speed")
+    parser.add_argument("--ingredients", type=int, default=8)
+    parser.add_argument("--no-learned", action="store_true", help="GIS only, without learned and pls")
     args = parser.parse_args(argv)
     from ladle.data import load_graph
     from ladle.evaluation import Evaluator
@@ -70,7 +72,7 @@ def main(argv=None) -> int:
     from ladle.soups import get_soup
 
     graph = load_graph(args.dataset)
-    print(f"{graph.name}: {graph.num_nodes:,} nodes, 8 ingredients x 3 layers x 128 hidden, "
+    print(f"{graph.name}: {graph.num_nodes:,} nodes, {args.ingredients} ingredients x 3 layers x 128 hidden, "
           f"granularity {args.granularity}")
     print(f"{'arch':5s} {'soup':10s} {'seconds':>8s} {'peak MB':>8s} {'val':>7s} {'test':>7s}")
     figures, identical = {}, True
@@ -88,7 +90,7 @@ def main(argv=None) -> int:
             print(f"{arch:5s} {label:10s} {seconds:8.1f} {peak:8.0f} {result.val:7.4f} {test.score(result.state):7.4f}")
         figures[f"speedup_{arch}"] = round(ref_s / fast_s, 2)
         figures[f"{arch}_ref_s"], figures[f"{arch}_fast_s"] = round(ref_s, 1), round(fast_s, 2)
-        if arch == "gcn":
+        if arch == "gcn" and not args.no_learned:
             import multiprocessing
 
             for name in ("learned", "pls"):
@@ -96,6 +98,7 @@ def main(argv=None) -> int:
                     seconds, peak, val, test_score = pool.apply(learned_in_fresh_process, (name, args))
                 print(f"{arch:5s} {name:10s} {seconds:8.1f} {peak:8.0f} {val:7.4f} {test_score:7.4f}  (fitted on val)")
                 figures[f"{name}_s"], figures[f"{name}_peak_mb"] = round(seconds, 1), round(peak)
+    figures["nodes"], figures["edges"] = graph.num_nodes, graph.data.edge_index.size(1)
     figures["identical"] = str(identical).lower()
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
     return 0

@@ -18,7 +18,7 @@ from ladle.errors import LadleError
 from ladle.store import RunDir
 
 DATASET = "csbm:nodes=300,classes=3,features=8"
-FLAGS = ["--dataset", DATASET, "--ingredients", "3", "--epochs", "150", "--hidden", "8",
+FLAGS = ["--dataset", DATASET, "--ingredients", "3", "--epochs", "300", "--hidden", "8",
          "--soups", "uniform,greedy,gis", "--quiet"]
 
 
@@ -47,7 +47,7 @@ def test_sigterm_and_sigint_at_random_points_then_resume(clean, tmp_path):
         while not (out / "config.toml").exists() and proc.poll() is None:
             assert time.time() < deadline
             time.sleep(0.02)
-        time.sleep(draw.uniform(0.0, 2.0))
+        time.sleep(draw.uniform(0.0, 1.5))
         if proc.poll() is None:
             os.killpg(proc.pid, sig)  # the whole group, as a terminal or a job scheduler does
         err = proc.communicate(timeout=120)[1].decode()

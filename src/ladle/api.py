@@ -43,6 +43,9 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
     for method in config.soups:
         get_soup(method)  # an unknown soup name fails now, not after an hour of training
     _check_device(config.device)
+    engine = config.engine
+    if hasattr(get_engine(engine.resolved), "prepare"):
+        get_engine(engine.resolved).prepare()  # local workers get ready while the graph loads
     # The graph first: a dataset that fails to load must not leave an empty run directory behind.
     graph = graph if graph is not None else load_graph(config.dataset, config.root)
     _check_fits_graph(config, graph)
@@ -50,7 +53,6 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
     meta = dataset_meta(graph)
     done = set(run_dir.ingredient_names())
     specs = [s for s in config.ingredient_specs() if s.name not in done]
-    engine = config.engine
     log.info("training %d of %d ingredients of %s on %s with the %s engine", len(specs), config.ingredients,
              config.model.name, graph.name, engine.resolved)
     store = IngredientStore(str(run_dir.path), meta)

@@ -1,13 +1,16 @@
 """The process engine: ingredients on local worker processes, the graph shared, not copied.
 
-The graph's tensors are moved to shared memory once; each worker process (started with
-``spawn``, so no thread pool is ever forked) maps them and receives only its ingredient spec.
-One process trains one ingredient and stores it before exiting, so a worker that dies
-(SIGKILL, out of memory) loses only its own unfinished ingredient, which is retried up to
-``engine.retries`` times on a fresh process.
+The graph's tensors are moved to shared memory once; each worker process maps them and
+receives only its ingredient spec. Workers are forked by a ``forkserver`` that has imported torch,
+PyG and ladle and done nothing else (no thread pool to inherit): a worker starts in milliseconds
+and shares those ~250 MB of imported modules copy-on-write with the server and the other workers,
+where a ``spawn`` worker would import its own private copy. One process trains one ingredient
+and stores it before exiting, so a worker that dies (SIGKILL, out of memory) loses only its own
+unfinished ingredient, which is retried up to ``engine.retries`` times on a fresh process.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import pickle
@@ -24,6 +27,15 @@ from ladle.engines.base import Finished, IngredientStore, OnProgress, train_and_
 from ladle.errors import LadleError
 
 log = logging.getLogger(__name__)
+# What the forkserver imports once, before it forks any worker.
+PRELOAD = ["torch", "torch_geometric", "ladle.engines.process", "ladle.train"]
+
+
+def context():
+    """The multiprocessing context workers start from (see the module docstring)."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
 
 
 def share(graph: Graph) -> Graph:
@@ -50,30 +62,78 @@ def _die_with_parent() -> None:
 def _worker(spec, graph, store, device, threads, slot, channel, parent: int) -> None:
     # Ctrl-C reaches the whole process group: the parent stops the workers, so they need not see it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _die_with_parent()
-    if os.getppid() != parent:  # the parent died before the request was in place
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (see _start_without_signals)
+    _die_with_parent()  # our parent is the forkserver, which exits when the run's process does
+    try:
+        os.kill(parent, 0)
+    except ProcessLookupError:  # the run's process died before the request was in place
         return
     label = worker_label("process", slot)
 
+    def send(message):
+        try:
+            channel.send(message)
+        except (BrokenPipeError, EOFError):  # the run's process is gone: nobody to train for
+            os._exit(1)
+
     def progress(name, epoch, epochs, best, worker):
-        channel.send(("epoch", name, epoch, epochs, best, worker))
+        send(("epoch", name, epoch, epochs, best, worker))
 
     done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
-    channel.send(("done", done))
+    send(("done", done))
     channel.close()
 
 
-def _start_without_sigint(process) -> None:
-    """Start a worker with SIGINT ignored, so a Ctrl-C while it imports cannot print a traceback.
+@contextlib.contextmanager
+def _signals_ignored():
+    """SIGINT and SIGTERM ignored in this process for a moment: while it launches the forkserver.
 
-    An ignored disposition survives the spawn's exec and Python keeps it at startup (a blocked
-    mask did not: something in the imports can unblock it). A Ctrl-C in this instant is lost here.
+    The forkserver inherits these dispositions: with SIGINT ignored, a Ctrl-C while it imports
+    cannot print a traceback, and the workers it forks keep SIGINT ignored from their first
+    instant (it restores its own startup handlers in each child); with SIGTERM ignored, a SIGTERM
+    to the process group cannot kill it under a run that is stopping cleanly (it exits when the
+    run's process does). Only the launch (a fork and exec) is inside this window, not the
+    server's imports, so a signal to this process is lost only in that instant.
     """
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        process.start()
+        yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """SIGINT and SIGTERM held back until the block ends, then raised again: around starting a worker.
+
+    ``process.start()`` waits for the forkserver to fork; a KeyboardInterrupt inside it would leave
+    a worker that the parent never learnt the pid of, so could not stop.
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+        yield
+        return
+    caught: list[int] = []
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    previous = {sig: signal.signal(sig, lambda sig, _frame: caught.append(sig)) for sig in sigs}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(caught):
+            signal.raise_signal(sig)
+
+
+def prepare() -> None:
+    """Start the forkserver if it is not running (early, its imports overlap the loading of the graph)."""
+    from multiprocessing import forkserver
+
+    context()
+    with _signals_ignored():
+        forkserver.ensure_running()
 
 
 def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",
@@ -84,7 +144,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
     Each worker reports on its own pipe, whose only write end it holds: one shared queue would
     share a lock, and a worker killed while holding it would hang every other worker.
     """
-    ctx = mp.get_context("spawn")
+    ctx = context()
     share(graph)
     pending, attempts = deque(specs), Counter()
     running: dict = {}  # process -> (spec, slot, the read end of its pipe)
@@ -102,7 +162,9 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                 process = ctx.Process(target=_worker, daemon=True, name=f"ladle-{spec.name}",
                                       args=(spec, graph, store, device, engine.threads, slot, writer, os.getpid()))
                 running[process] = (spec, slot, reader)  # first, so a Ctrl-C just after start still stops it
-                _start_without_sigint(process)
+                prepare()  # the forkserver may have died since (killed with the process group)
+                with _signals_deferred():
+                    process.start()
                 writer.close()  # so the worker's death ends its stream, even in the middle of a message
             drain([r for _, _, r in running.values()], 0.2)
             for process in [p for p in running if not p.is_alive()]:

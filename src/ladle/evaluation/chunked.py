@@ -2,8 +2,10 @@
 
 Each layer is computed for all nodes, ``chunk_size`` target nodes at a time, from the previous
 layer's output: a chunk's subgraph holds its targets, their in-neighbours and only the edges
-into the targets, so peak memory grows with the chunk, not the graph (plus one [N, hidden]
-buffer per layer, as in PyG's layer-wise ``inference``). The last layer is computed only for
+into the targets, so peak memory grows with the chunk, not the graph (plus the [N, hidden]
+input and output of the layer being computed, as in PyG's layer-wise ``inference``; chunks are
+written into a preallocated output, never concatenated, and architectures that accept a
+bipartite input transform their root term for the targets only). The last layer is computed only for
 the nodes asked for. This is exact for every architecture ladle builds:
 
 - SAGE (mean of in-neighbours + root), GIN (sum + (1+ε)·self), GAT (softmax over in-edges and the
@@ -45,13 +47,18 @@ def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> 
     all_nodes = torch.arange(n)
     h = graph.data.x
     last = len(model.convs) - 1
+    bipartite = getattr(model, "trims_by_hop", False)
     for i, conv in enumerate(model.convs):
         targets_all = all_nodes if i < last or out_nodes is None else out_nodes.cpu()
-        pieces = []
-        for targets in targets_all.split(chunk_size):
-            out = _layer_chunk(conv, h, rowptr, col, targets, index, gcn_inv_sqrt, device)
-            pieces.append(out)
-        h_new = torch.cat(pieces) if pieces else h.new_empty(0, model.convs[i].out_channels)
+        h_new = None
+        for start, targets in zip(range(0, targets_all.numel(), chunk_size), targets_all.split(chunk_size)):
+            out = _layer_chunk(conv, h, rowptr, col, targets, index, gcn_inv_sqrt, device, bipartite)
+            if h_new is None:
+                h_new = out.new_empty(targets_all.numel(), out.size(1))
+            h_new[start:start + targets.numel()] = out
+            del out
+        if h_new is None:
+            h_new = h.new_empty(0, model.convs[i].out_channels)
         if i < last:
             h = model.finish_layer(i, h_new, h)
         else:
@@ -59,7 +66,7 @@ def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> 
     return h
 
 
-def _layer_chunk(conv, h, rowptr, col, targets, index: LocalIndex, gcn_inv_sqrt, device) -> Tensor:
+def _layer_chunk(conv, h, rowptr, col, targets, index: LocalIndex, gcn_inv_sqrt, device, bipartite: bool) -> Tensor:
     owner, position = edge_positions(rowptr, targets)
     sources = col[position]
     # Local ids: targets first, then sources that are not targets (in first-seen order).
@@ -71,6 +78,8 @@ def _layer_chunk(conv, h, rowptr, col, targets, index: LocalIndex, gcn_inv_sqrt,
     index.clear(nodes)
     x = h[nodes.to(device)]
     if gcn_inv_sqrt is None:
+        if bipartite:  # targets are the first rows of x: the root term only for them
+            return conv((x, x[: targets.numel()]), edge_index.to(device))
         return conv(x, edge_index.to(device))[: targets.numel()]
     loops = torch.arange(targets.numel())
     edge_index = torch.cat([edge_index, torch.stack([loops, loops])], 1)

@@ -1,0 +1,381 @@
+"""Regenerate docs/RESULTS.md and its plots from scratch: every table headed by its command, machine and date.
+
+Runs the other benchmark scripts one after another as subprocesses (the exact command lines are
+written above their tables, so any one table can be rerun alone), then renders their records:
+
+1. small real graphs: Cora and CiteSeer x GCN, GraphSAGE, GAT, GIN, every soup including the learned
+   ones, mean ± std over 5 pipeline seeds, beside the published single-model figures
+   (``accuracy.py``);
+2. large synthetic graphs: sampled and partitioned ingredients and their soups, with training and soup
+   times (``large_soups.py``);
+3. parallel scaling (``scaling.py``) and the worker timeline;
+4. soup speed: reference against fast GIS, learned and pls (``soup_speed.py``);
+5. soup time against graph size (``soup_speed.py`` at several sizes).
+
+    python benchmarks/reproduce.py --quick     # under 20 minutes on 2 cores: fewer epochs, smaller graphs
+    python benchmarks/reproduce.py             # the full figures: about 6 hours on 2 cores
+    python benchmarks/reproduce.py --quick --sections small,size   # some sections only
+
+Raw records and run directories go under --work (kept, so a stopped full run resumes the small-graph
+sweep where it stopped); the report and its PNGs go to --out and the folder beside it. The last
+line is key=value pairs.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SOUPS = "uniform,greedy,gis,learned,pls,ensemble"
+LARGE_HARD = "signal=0.6,homophily=0.6"
+
+# What each mode runs: the arguments of each script. ``smoke`` is for the test that keeps this script working.
+MODES = {
+    "full": {
+        "small": ["--ingredients", "4", "--seeds", "5", "--soups", SOUPS],
+        "large": ["--dataset", f"csbm-arxiv:{LARGE_HARD}", "--epochs", "4"],
+        "scaling": [],
+        "speed": ["--epochs", "2"],
+        "size": {"nodes": [10_000, 40_000, 160_000], "args": ["--epochs", "2"]},
+    },
+    "quick": {
+        "small": ["--ingredients", "3", "--seeds", "5", "--epochs", "40", "--soups", SOUPS],
+        "large": ["--dataset", f"csbm:nodes=20000,{LARGE_HARD}", "--epochs", "2"],
+        "scaling": ["--dataset", "csbm:nodes=20000", "--epochs", "1"],
+        "speed": ["--dataset", "csbm:nodes=20000", "--epochs", "2"],
+        "size": {"nodes": [2_000, 8_000, 32_000], "args": ["--epochs", "2"]},
+    },
+    "smoke": {
+        "small": ["--datasets", "Cora", "--models", "gcn", "--ingredients", "2", "--seeds", "2", "--epochs", "3",
+                  "--soups", SOUPS],
+        "large": ["--dataset", "csbm:nodes=600", "--epochs", "1"],
+        "scaling": ["--dataset", "csbm:nodes=600", "--epochs", "1", "--no-ray"],
+        "speed": ["--dataset", "csbm:nodes=600", "--epochs", "1", "--archs", "gcn,sage"],
+        "size": {"nodes": [300, 600], "args": ["--epochs", "1"]},
+    },
+}
+SECTIONS = ("small", "large", "scaling", "speed", "size")
+
+
+# ---------------------------------------------------------------- running
+
+
+def machine() -> dict:
+    import torch
+    import torch_geometric
+
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f", {kb / 2**20:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = ""
+    return {"cpu": cpu, "cores": os.cpu_count(), "summary": f"{cpu}, {os.cpu_count()} cores{memory}, {gpu}",
+            "torch": torch.__version__, "pyg": torch_geometric.__version__, "python": platform.python_version(),
+            "commit": commit or "unknown"}
+
+
+def run_script(script: str, args: list[str], log: Path) -> dict:
+    """Run one benchmark script; return its command, stdout lines, key=value figures and wall time."""
+    command = [sys.executable, str(HERE / script), *args]
+    shown = "python " + " ".join(shlex.quote(a) for a in [f"benchmarks/{script}", *args])
+    print(f"$ {shown}", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    with open(log, "w") as err:
+        done = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True)
+    seconds = time.perf_counter() - start
+    lines = done.stdout.splitlines()
+    if done.returncode != 0:
+        tail = log.read_text()[-2000:]
+        raise SystemExit(f"{shown} failed (exit {done.returncode}); its stderr is in {log}:\n{tail}")
+    return {"command": shown, "lines": lines, "figures": key_values(lines[-1] if lines else ""),
+            "seconds": seconds, "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")}
+
+
+def key_values(line: str) -> dict:
+    return dict(item.split("=", 1) for item in line.split() if "=" in item)
+
+
+# ---------------------------------------------------------------- sections
+
+
+def small(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
+    jsonl = work / "accuracy.jsonl"
+    ran = run_script("accuracy.py", [*mode["small"], "--workers", "2", "--root", ROOT_OF_PLANETOID[0],
+                                     "--jsonl", str(jsonl)], work / "small.log")
+    sys.path.insert(0, str(HERE))
+    import accuracy
+
+    args = mode["small"]
+    records = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    wanted = {"ingredients": int(_arg(args, "--ingredients", 8)), "epochs": int(_arg(args, "--epochs", 0)),
+              "soups": _arg(args, "--soups", accuracy.DEFAULT_SOUPS)}
+    records = [r for r in records if all(r.get(k) == v for k, v in wanted.items())]
+    table, figures = accuracy.summarise(records)
+    plot_small(records, accuracy.row_names(records), plots / "small_soups.png")
+    short = shortfalls(records, accuracy.row_names(records))
+    epochs = f"{wanted['epochs']} epochs" if wanted["epochs"] else "each model's default epochs"
+    text = [heading("Soups against the best single ingredient: Cora and CiteSeer", ran),
+            f"Test accuracy (%), mean ± std over pipeline seeds {sorted({r['seed'] for r in records})}; each "
+            f"pipeline trains {wanted['ingredients']} ingredients from one shared initialisation "
+            f"({epochs}), full "
+            "batch, and soups them. The best ingredient is the one with the highest validation accuracy; every "
+            "choice uses validation only. `learned` and `pls` fit their mixing weights on the validation nodes, so "
+            "their validation score is not a selection signal. Published single-model figures: Kipf & Welling "
+            "(GCN), Veličković et al. (GAT).", "", table, "",
+            "![ingredients against soups](results/small_soups.png)", "",
+            "Where a soup did **not** beat the best ingredient (test mean below the best ingredient's mean):", ""]
+    text += [f"- {s}" for s in short] or ["- nowhere"]
+    figures = {k: v for k, v in figures.items() if k.endswith(("_best_ingredient", "_gis"))}
+    figures["small_shortfalls"] = len(short)
+    return "\n".join(text), figures
+
+
+def _arg(args: list[str], flag: str, default):
+    return args[args.index(flag) + 1] if flag in args else default
+
+
+def shortfalls(records: list[dict], rows: list[str]) -> list[str]:
+    out = []
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["dataset"], r["model"]), []).append(r)
+    for (dataset, model), group in sorted(groups.items()):
+        best = statistics.fmean(100 * g["test"]["best ingredient"] for g in group)
+        for row in rows[2:]:
+            values = [100 * g["test"][row] for g in group if row in g["test"]]
+            if values and statistics.fmean(values) < best:
+                out.append(f"{dataset} {model}: {row} {statistics.fmean(values):.2f} < {best:.2f}")
+    return out
+
+
+def plot_small(records: list[dict], rows: list[str], path: Path) -> None:
+    from ladle.plots import _pyplot, _save
+
+    plt = _pyplot()
+    datasets = sorted({r["dataset"] for r in records})
+    models = sorted({r["model"] for r in records})
+    fig, axes = plt.subplots(1, len(datasets), figsize=(6 * len(datasets), 4), squeeze=False)
+    width = 0.8 / len(rows)
+    for ax, dataset in zip(axes[0], datasets):
+        for j, row in enumerate(rows):
+            means, stds, xs = [], [], []
+            for i, model in enumerate(models):
+                values = [100 * r["test"][row] for r in records
+                          if r["dataset"] == dataset and r["model"] == model and row in r["test"]]
+                if values:
+                    xs.append(i - 0.4 + (j + 0.5) * width)
+                    means.append(statistics.fmean(values))
+                    stds.append(statistics.stdev(values) if len(values) > 1 else 0.0)
+            ax.errorbar(xs, means, yerr=stds, fmt="o", ms=4, capsize=2, label=row)
+        ax.set_xticks(range(len(models)), models)
+        ax.set_title(f"{dataset}: test accuracy (%), mean ± std over seeds")
+    axes[0][0].legend(fontsize=7, ncol=2)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def large(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
+    out = work / "large"
+    shutil.rmtree(out, ignore_errors=True)
+    ran = run_script("large_soups.py", [*mode["large"], "--out", str(out)], work / "large.log")
+    records = [json.loads(line) for line in (out / "large_soups.jsonl").read_text().splitlines()]
+    lines = ["| recipe | row | val % | test % | seconds |", "|---|---|---|---|---|"]
+    for r in records:
+        for label, val, test, seconds in r["rows"]:
+            what = "training (sum over ingredients)" if label == "best ingredient" else "soup"
+            lines.append(f"| {r['recipe']} | {label} | {100 * val:.2f} | {100 * test:.2f} | {seconds:.1f} ({what}) |")
+    worse = [f"{r['recipe']}: {label} {100 * test:.2f} < {100 * r['rows'][0][2]:.2f}"
+             for r in records for label, _, test, _ in r["rows"][1:]
+             if label not in ("ensemble",) and test < r["rows"][0][2]]
+    pictures = []
+    for r in records:
+        for png in ("ingredients_vs_soups.png", "gis_curves.png"):
+            source = Path(r["run"]) / "plots" / png
+            if source.exists():
+                shutil.copyfile(source, plots / f"large_{r['recipe']}_{png}")
+                pictures.append(f"![{r['recipe']} {png[:-4]}](results/large_{r['recipe']}_{png})")
+    dataset = records[0]["dataset"]
+    text = [heading(f"Sampled and partitioned ingredients on a large synthetic graph ({dataset})", ran),
+            f"4 GCN ingredients per recipe, {records[0]['epochs']} epochs each; the best ingredient is chosen on "
+            "validation. `partition`: ingredient i trains full batch on METIS part i of 4 with its 1-hop halo; "
+            "`mixed`: 1 neighbour + 1 ClusterGCN + 2 GraphSAINT-rw ingredients. Each run is a normal run "
+            f"directory under `{out.relative_to(REPO) if out.is_relative_to(REPO) else out}`.", "", *lines, "",
+            "Where a soup did **not** beat the best ingredient on test:", ""]
+    text += [f"- {w}" for w in worse] or ["- nowhere"]
+    text += ["", "GIS curves (validation score against α at each step) and ingredients against soups, per recipe:",
+             "", *pictures]
+    figures = {k: v for k, v in ran["figures"].items() if k.endswith(("_best_test", "_gis_test"))}
+    return "\n".join(text), figures
+
+
+def scaling(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
+    keep = work / "scaling"
+    shutil.rmtree(keep, ignore_errors=True)
+    keep.mkdir(parents=True)
+    ran = run_script("scaling.py", [*mode["scaling"], "--keep", str(keep)], work / "scaling.log")
+    from ladle.plots import plot_timeline
+
+    pictures = []
+    for label in ("process-2", "ray-2cpu"):
+        timeline = keep / label / "timeline.jsonl"
+        if timeline.exists():
+            plot_timeline([json.loads(x) for x in timeline.read_text().splitlines()], plots / f"timeline_{label}.png")
+            pictures.append(f"![worker timeline, {label}](results/timeline_{label}.png)")
+    f = ran["figures"]
+    targets = {"speedup": ("≥ 1.8", lambda v: v >= 1.8), "memory_ratio": ("≤ 1.3", lambda v: v <= 1.3),
+               "ray_vs_process": ("≤ 1.15", lambda v: v <= 1.15)}
+    lines = ["| figure | value | target | met |", "|---|---|---|---|"]
+    for key, value in f.items():
+        target, check = targets.get(key, ("", None))
+        met = ("yes" if check(float(value)) else "**no**") if check else ""
+        lines.append(f"| {key} | {value} | {target} | {met} |")
+    text = [heading("Parallel scaling: 4 GraphSAGE ingredients, 1 and 2 workers, Ray", ran),
+            "Wall time with 1 and 2 local worker processes and on Ray with 2 CPUs, one torch thread per worker; "
+            "memory is the peak summed PSS of the process tree; weights compared bit for bit.", "", *lines, "",
+            "```", *ran["lines"][:-1], "```", "", *pictures]
+    return "\n".join(text), {k: f[k] for k in ("speedup", "memory_ratio", "ray_vs_process", "identical") if k in f}
+
+
+def speed(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
+    ran = run_script("soup_speed.py", [*mode["speed"], "--cache", str(work / "soup_speed")], work / "speed.log")
+    rows = [line.split() for line in ran["lines"][2:-1]]
+    lines = ["| arch | soup | seconds | peak MB | val % | test % |", "|---|---|---|---|---|---|"]
+    for row in rows:
+        note = " (fitted on val)" if "fitted" in " ".join(row) else ""
+        lines.append(f"| {row[0]} | {row[1]}{note} | {row[2]} | {row[3]} | {100 * float(row[4]):.2f} | "
+                     f"{100 * float(row[5]):.2f} |")
+    f = ran["figures"]
+    text = [heading("Soup speed: reference against fast GIS, and the learned soups", ran),
+            ran["lines"][0] + ". Reference and fast GIS run side by side in one process; `identical` says whether "
+            "they chose the same α at every step and the same soup weights. Targets: 10× for GCN and GraphSAGE, "
+            "3× for GAT; `pls` peak memory below `learned`'s.", "", *lines, "",
+            "| " + " | ".join(f) + " |", "|---" * len(f) + "|", "| " + " | ".join(f.values()) + " |"]
+    return "\n".join(text), {k: v for k, v in f.items() if k.startswith("speedup") or k == "identical"}
+
+
+def size(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
+    points, commands, seconds = [], [], 0.0
+    for nodes in mode["size"]["nodes"]:
+        ran = run_script("soup_speed.py", ["--dataset", f"csbm:nodes={nodes}", "--archs", "gcn", "--ingredients", "4",
+                                           "--granularity", "10", "--no-learned", *mode["size"]["args"],
+                                           "--cache", str(work / "soup_size")], work / f"size-{nodes}.log")
+        f = ran["figures"]
+        points.append((int(f["nodes"]), int(f["edges"]), float(f["gcn_ref_s"]), float(f["gcn_fast_s"])))
+        commands.append(ran["command"])
+        seconds += ran["seconds"]
+    plot_size(points, plots / "soup_time_vs_size.png")
+    lines = ["| nodes | directed edges | reference GIS s | fast GIS s | speedup |", "|---|---|---|---|---|"]
+    lines += [f"| {n:,} | {e:,} | {r:.2f} | {fa:.2f} | {r / fa:.1f} |" for n, e, r, fa in points]
+    ran = {"command": "\n".join(commands), "seconds": seconds, "date": ran["date"]}
+    text = [heading("Soup time against graph size", ran),
+            "GIS over 4 GCN ingredients (3 layers, 128 hidden, granularity 10) on csbm graphs of growing size, "
+            "reference (full forward per α) and fast path, side by side.", "", *lines, "",
+            "![soup time against graph size](results/soup_time_vs_size.png)"]
+    return "\n".join(text), {"size_speedup_largest": round(points[-1][2] / points[-1][3], 2)}
+
+
+def plot_size(points: list[tuple], path: Path) -> None:
+    from ladle.plots import _pyplot, _save
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    nodes = [p[0] for p in points]
+    ax.plot(nodes, [p[2] for p in points], marker="o", label="reference GIS")
+    ax.plot(nodes, [p[3] for p in points], marker="o", label="fast GIS")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("nodes")
+    ax.set_ylabel("seconds")
+    ax.set_title("GIS time against graph size (4 GCN ingredients)")
+    ax.legend()
+    _save(fig, path)
+    plt.close(fig)
+
+
+def heading(title: str, ran: dict) -> str:
+    command = ran["command"]
+    return (f"## {title}\n\n```\n{command}\n```\n\n"
+            f"Ran {ran['date']}, {ran['seconds'] / 60:.1f} min, on {MACHINE['summary']}.\n")
+
+
+# ---------------------------------------------------------------- main
+
+MACHINE: dict = {}
+ROOT_OF_PLANETOID = [str(REPO.parent / "shared" / "data" / "planetoid")]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="smaller graphs and fewer epochs: under 20 minutes")
+    parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tiny inputs, for the test
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated from {', '.join(SECTIONS)}")
+    parser.add_argument("--out", default=str(REPO / "docs" / "RESULTS.md"))
+    parser.add_argument("--work", default=str(REPO / "runs" / "reproduce"))
+    parser.add_argument("--root", default=ROOT_OF_PLANETOID[0], help="folder holding Cora/ and CiteSeer/ raw files")
+    args = parser.parse_args(argv)
+    ROOT_OF_PLANETOID[0] = args.root
+    name = "smoke" if args.smoke else "quick" if args.quick else "full"
+    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
+    unknown = [s for s in sections if s not in SECTIONS]
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    mode, work, out = MODES[name], Path(args.work).resolve() / name, Path(args.out).resolve()
+    plots = out.parent / "results"
+    work.mkdir(parents=True, exist_ok=True)
+    plots.mkdir(parents=True, exist_ok=True)
+    MACHINE.update(machine())
+    start = time.perf_counter()
+    bodies, figures = [], {}
+    for section in sections:
+        body, found = globals()[section](mode, work, plots)
+        bodies.append(body)
+        figures.update(found)
+    minutes = (time.perf_counter() - start) / 60
+    flag = {"full": "", "quick": " --quick", "smoke": " --smoke"}[name]
+    header = [
+        "# Results", "",
+        f"Generated by `python benchmarks/reproduce.py{flag}` ({name} mode, {minutes:.0f} minutes) on "
+        f"{datetime.date.today().isoformat()}, commit {MACHINE['commit']}.", "",
+        f"Machine: {MACHINE['summary']}; Python {MACHINE['python']}, torch {MACHINE['torch']}, "
+        f"PyG {MACHINE['pyg']}. Machines are noisy: compare the ratios measured side by side in one run, not "
+        "absolute times across machines. Accuracies are exact for the given seeds on CPU.", "",
+        "Quick mode uses fewer epochs and smaller graphs than the full mode; `python benchmarks/reproduce.py` "
+        "(about 6 hours on 2 cores) regenerates the full figures. Each table can be rerun alone with the "
+        "command above it.", ""]
+    from ladle.store import atomic_write
+
+    atomic_write(out, ("\n".join(header + ["\n\n".join(bodies)]) + "\n").encode())
+    print(f"wrote {out}", file=sys.stderr)
+    figures.update({"mode": name, "minutes": round(minutes, 1)})
+    print(" ".join(f"{k}={v}" for k, v in figures.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
