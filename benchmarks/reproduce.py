@@ -126,7 +126,7 @@ def key_values(line: str) -> dict:
 
 def small(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
     jsonl = work / "accuracy.jsonl"
-    ran = run_script("accuracy.py", [*mode["small"], "--workers", "2", "--root", ROOT_OF_PLANETOID[0],
+    ran = run_script("accuracy.py", [*mode["small"], "--workers", "2", "--root", mode["root"],
                                      "--jsonl", str(jsonl)], work / "small.log")
     sys.path.insert(0, str(HERE))
     import accuracy
@@ -212,7 +212,7 @@ def large(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
             lines.append(f"| {r['recipe']} | {label} | {100 * val:.2f} | {100 * test:.2f} | {seconds:.1f} ({what}) |")
     worse = [f"{r['recipe']}: {label} {100 * test:.2f} < {100 * r['rows'][0][2]:.2f}"
              for r in records for label, _, test, _ in r["rows"][1:]
-             if label not in ("ensemble",) and test < r["rows"][0][2]]
+             if label != "ensemble" and test < r["rows"][0][2]]
     pictures = []
     for r in records:
         for png in ("ingredients_vs_soups.png", "gis_curves.png"):
@@ -327,7 +327,6 @@ def heading(title: str, ran: dict) -> str:
 # ---------------------------------------------------------------- main
 
 MACHINE: dict = {}
-ROOT_OF_PLANETOID = [str(REPO.parent / "shared" / "data" / "planetoid")]
 
 
 def main(argv=None) -> int:
@@ -337,15 +336,15 @@ def main(argv=None) -> int:
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated from {', '.join(SECTIONS)}")
     parser.add_argument("--out", default=str(REPO / "docs" / "RESULTS.md"))
     parser.add_argument("--work", default=str(REPO / "runs" / "reproduce"))
-    parser.add_argument("--root", default=ROOT_OF_PLANETOID[0], help="folder holding Cora/ and CiteSeer/ raw files")
+    parser.add_argument("--root", default=str(REPO.parent / "shared" / "data" / "planetoid"),
+                        help="folder holding Cora/ and CiteSeer/ raw files")
     args = parser.parse_args(argv)
-    ROOT_OF_PLANETOID[0] = args.root
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
     sections = [s.strip() for s in args.sections.split(",") if s.strip()]
     unknown = [s for s in sections if s not in SECTIONS]
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-    mode, work, out = MODES[name], Path(args.work).resolve() / name, Path(args.out).resolve()
+    mode, work, out = {**MODES[name], "root": args.root}, Path(args.work).resolve() / name, Path(args.out).resolve()
     plots = out.parent / "results"
     work.mkdir(parents=True, exist_ok=True)
     plots.mkdir(parents=True, exist_ok=True)

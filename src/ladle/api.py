@@ -44,8 +44,9 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
         get_soup(method)  # an unknown soup name fails now, not after an hour of training
     _check_device(config.device)
     engine = config.engine
-    if hasattr(get_engine(engine.resolved), "prepare"):
-        get_engine(engine.resolved).prepare()  # local workers get ready while the graph loads
+    runner = get_engine(engine.resolved)
+    if hasattr(runner, "prepare"):
+        runner.prepare()  # local workers get ready while the graph loads
     # The graph first: a dataset that fails to load must not leave an empty run directory behind.
     graph = graph if graph is not None else load_graph(config.dataset, config.root)
     _check_fits_graph(config, graph)
@@ -56,8 +57,8 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
     log.info("training %d of %d ingredients of %s on %s with the %s engine", len(specs), config.ingredients,
              config.model.name, graph.name, engine.resolved)
     store = IngredientStore(str(run_dir.path), meta)
-    finished = get_engine(engine.resolved).run(specs, graph, store, device=config.device, engine=engine,
-                                               on_epoch=on_epoch, on_done=run_dir.log_timeline)
+    finished = runner.run(specs, graph, store, device=config.device, engine=engine,
+                          on_epoch=on_epoch, on_done=run_dir.log_timeline)
     return run_dir, graph, finished
 
 

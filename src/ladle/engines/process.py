@@ -62,7 +62,7 @@ def _die_with_parent() -> None:
 def _worker(spec, graph, store, device, threads, slot, channel, parent: int) -> None:
     # Ctrl-C reaches the whole process group: the parent stops the workers, so they need not see it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (see _start_without_signals)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (see _signals_ignored)
     _die_with_parent()  # our parent is the forkserver, which exits when the run's process does
     try:
         os.kill(parent, 0)
