@@ -5,6 +5,7 @@ callbacks they are given, but never print.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -167,11 +168,19 @@ def _check_fits_graph(config: RunConfig, graph: Graph) -> None:
                              "many parts", fix=f"use --parts {n} or fewer")
 
 
-def _check_weights(source: str, state: dict, model_config, in_channels: int, out_channels: int) -> None:
-    """Refuse weights that do not fit the architecture their sidecar names, or that are not finite."""
+@functools.lru_cache(maxsize=8)
+def _expected_shapes(model_config, in_channels: int, out_channels: int) -> dict[str, tuple]:
+    """The tensor shapes the architecture has, from a model built on the meta device (no memory, no init)."""
     from ladle.models import build_model
 
-    expected = {k: tuple(v.shape) for k, v in build_model(model_config, in_channels, out_channels).state_dict().items()}
+    with torch.device("meta"):
+        model = build_model(model_config, in_channels, out_channels)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def _check_weights(source: str, state: dict, model_config, in_channels: int, out_channels: int) -> None:
+    """Refuse weights that do not fit the architecture their sidecar names, or that are not finite."""
+    expected = _expected_shapes(model_config, in_channels, out_channels)
     got = {k: tuple(v.shape) for k, v in state.items()}
     fix = "delete it and its .json, then ladle run --resume RUN_DIR to retrain it, or restore both files"
     if got != expected:

@@ -101,14 +101,14 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
 
     started = _connect(engine.address)
     try:
-        events = Queue()
+        events = Queue(actor_options={"num_cpus": 0})  # progress only: it must never wait for a free CPU
         graph_ref = ray.put(graph_payload(graph))
         task = ray.remote(_task).options(num_cpus=engine.cpus_per_ingredient, num_gpus=engine.gpus_per_ingredient,
                                          max_retries=engine.retries, retry_exceptions=False)
         pending = {task.remote(spec, graph_ref, store, device, engine.threads, events): spec for spec in specs}
         finished: dict[str, Finished] = {}
         while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.2)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
             _drain(events, Empty, on_epoch)
             for ref in ready:
                 spec = pending.pop(ref)
