@@ -152,7 +152,9 @@ def main(argv=None) -> int:
         if not args.no_ray:
             runs["ray-2cpu"] = {"name": "ray", "cpus_per_ingredient": 1}
         from ladle import api
+        from ladle.engines.process import prepare
 
+        prepare()  # the forkserver, like the Ray cluster, is set up before the clock: else only process-1 pays it
         for label, engine in runs.items():
             if label.startswith("ray"):  # started before the clock, and after the process runs' memory was read
                 import ray
