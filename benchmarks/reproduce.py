@@ -13,7 +13,7 @@ written above their tables, so any one table can be rerun alone), then renders t
 5. soup time against graph size (``soup_speed.py`` at several sizes).
 
     python benchmarks/reproduce.py --quick     # under 20 minutes on 2 cores: fewer epochs, smaller graphs
-    python benchmarks/reproduce.py             # the full figures: about 6 hours on 2 cores
+    python benchmarks/reproduce.py             # the full figures: estimated at about 6 hours on 2 cores (not yet measured)
     python benchmarks/reproduce.py --quick --sections small,size   # some sections only
 
 Raw records and run directories go under --work (kept, so a stopped full run resumes the small-graph
@@ -365,8 +365,8 @@ def main(argv=None) -> int:
         f"PyG {MACHINE['pyg']}. Machines are noisy: compare the ratios measured side by side in one run, not "
         "absolute times across machines. Accuracies are exact for the given seeds on CPU.", "",
         "Quick mode uses fewer epochs and smaller graphs than the full mode; `python benchmarks/reproduce.py` "
-        "(about 6 hours on 2 cores) regenerates the full figures. Each table can be rerun alone with the "
-        "command above it.", ""]
+        "(estimated at about 6 hours on 2 cores, not yet measured) regenerates the full figures. Each table can "
+        "be rerun alone with the command above it.", ""]
     from ladle.store import atomic_write
 
     atomic_write(out, ("\n".join(header + ["\n\n".join(bodies)]) + "\n").encode())
