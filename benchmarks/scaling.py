@@ -10,7 +10,7 @@ Ray is timed only, with no monitor running: its local cluster (GCS, raylet, obje
 some 3 GB of PSS to walk every second, a cost the process runs do not pay. The weights are checked
 bit-identical across the three.
 
-    python benchmarks/scaling.py                      # ~10 minutes on 2 cores
+    python benchmarks/scaling.py                      # ~5 minutes on 2 cores
     python benchmarks/scaling.py --dataset csbm --epochs 2   # a quick look
 
 The last line is key=value pairs: ``speedup=… memory_ratio=… ray_vs_process=…`` (Ray's wall
@@ -59,8 +59,8 @@ class MemoryMonitor:
 
     def __enter__(self):
         self.peak, self.running = 0.0, True
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        if self.enabled:
+        self.thread = threading.Thread(target=self._sample, daemon=True) if self.enabled else None
+        if self.thread:
             self.thread.start()
         return self
 
@@ -72,7 +72,7 @@ class MemoryMonitor:
 
     def __exit__(self, *exc):
         self.running = False
-        if self.enabled:
+        if self.thread:
             self.thread.join()
 
 
