@@ -103,7 +103,7 @@ def machine() -> dict:
 def run_script(script: str, args: list[str], log: Path) -> dict:
     """Run one benchmark script; return its command, stdout lines, key=value figures and wall time."""
     command = [sys.executable, str(HERE / script), *args]
-    shown = "python " + " ".join(shlex.quote(a) for a in [f"benchmarks/{script}", *args])
+    shown = "python " + " ".join(shlex.quote(relative(a)) for a in [f"benchmarks/{script}", *args])
     print(f"$ {shown}", file=sys.stderr, flush=True)
     start = time.perf_counter()
     with open(log, "w") as err:
@@ -115,6 +115,11 @@ def run_script(script: str, args: list[str], log: Path) -> dict:
         raise SystemExit(f"{shown} failed (exit {done.returncode}); its stderr is in {log}:\n{tail}")
     return {"command": shown, "lines": lines, "figures": key_values(lines[-1] if lines else ""),
             "seconds": seconds, "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")}
+
+
+def relative(arg: str) -> str:
+    """This machine's paths as a reader can type them: relative to the repository root."""
+    return arg.replace(f"{REPO}/", "").replace(f"{REPO.parent}/", "../")
 
 
 def key_values(line: str) -> dict:
