@@ -43,14 +43,15 @@ def ingredients(config: ModelConfig, graph, count: int, seed: int):
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 10_000), nodes=st.integers(8, 60), layers=st.integers(1, 3),
        arch=st.sampled_from(["gcn", "sage", "gat", "gin"]), norm=st.sampled_from(["none", "batch", "layer"]),
-       residual=st.booleans())
-def test_fast_logits_match_the_reference(seed, nodes, layers, arch, norm, residual):
+       residual=st.booleans(), tight=st.booleans())
+def test_fast_logits_match_the_reference(seed, nodes, layers, arch, norm, residual, tight):
     graph = random_graph(seed, nodes, features=8 if residual else 5)
     config = ModelConfig(name=arch, layers=layers, hidden=8, heads=2, norm=norm, residual=residual)
     states = [i.state for i in ingredients(config, graph, 3, seed)]
     mixes = [[(a, states[0]), (1 - a, states[1])] for a in (0.0, 0.25, 0.7, 1.0)]
     mixes.append([(0.2, states[0]), (0.3, states[1]), (0.5, states[2])])
-    reference, fast = Evaluator(graph, config), FastEvaluator(graph, config)
+    # tight: blocks of one mix, so the first-layer parts come from the bank reduced to proportional groups
+    reference, fast = Evaluator(graph, config), FastEvaluator(graph, config, memory_floats=1 if tight else 2**27)
     assert fast.fast == bool(graph.mask("val").any())  # an empty split has nothing to speed up
     if not fast.fast:
         assert fast.score_many(mixes) == reference.score_many(mixes)
@@ -81,14 +82,15 @@ def test_models_outside_the_fast_path_fall_back_to_the_reference():
 
 
 @settings(max_examples=12, deadline=None)
-@given(seed=st.integers(0, 10_000), layers=st.integers(1, 3), arch=st.sampled_from(["gcn", "sage", "gat", "gin"]))
-def test_gis_chooses_the_same_alphas_and_weights(seed, layers, arch):
+@given(seed=st.integers(0, 10_000), layers=st.integers(1, 3), arch=st.sampled_from(["gcn", "sage", "gat", "gin"]),
+       tight=st.booleans())
+def test_gis_chooses_the_same_alphas_and_weights(seed, layers, arch, tight):
     graph = random_graph(seed, 80)
     config = ModelConfig(name=arch, layers=layers, hidden=8, heads=2)
     parts = ingredients(config, graph, 4, seed)
     gis = get_soup("gis")
     a = gis(parts, Evaluator(graph, config), granularity=9)
-    b = gis(parts, FastEvaluator(graph, config), granularity=9)
+    b = gis(parts, FastEvaluator(graph, config, memory_floats=1 if tight else 2**27), granularity=9)
     assert [s["alpha"] for s in a.trace] == [s["alpha"] for s in b.trace]
     assert a.coefficients == b.coefficients
     assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
@@ -113,3 +115,33 @@ def test_a_mix_already_scored_is_not_computed_again():
     first = fast.score_many([[(0.5, states[0]), (0.5, states[1])], [(1.0, states[0])]])
     again = fast.score_many([[(0.5, states[1]), (0.5, states[0])], [(1.0, states[0]), (0.0, states[1])]])
     assert again == first and fast.forwards == 2
+
+
+def test_proportional_basis_groups_a_gis_steps_soup_members_into_one_row():
+    from ladle.evaluation.fast import proportional_basis
+
+    alphas = torch.linspace(0, 1, 6, dtype=torch.float64)
+    soup = torch.tensor([0.3, 0.0, 0.7, 0.0], dtype=torch.float64)  # ingredients 0 and 2 in the soup
+    coefficients = alphas[:, None] * soup
+    coefficients[:, 3] = 1 - alphas  # the candidate
+    weights, members = proportional_basis(coefficients)
+    assert weights.shape == (6, 2) and members.shape == (2, 4)
+    assert torch.allclose(weights @ members, coefficients, rtol=0, atol=1e-15)
+    assert members[:, 1].eq(0).all()  # an ingredient outside every mix gets no row
+    general = torch.rand(5, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    weights, members = proportional_basis(general)
+    assert members.shape == (3, 3) and torch.allclose(weights @ members, general, rtol=0, atol=1e-15)
+
+
+def test_mixes_made_from_the_reduced_bank_score_as_the_reference_does():
+    graph = random_graph(3, 60)
+    config = ModelConfig(name="sage", layers=3, hidden=8)
+    states = [i.state for i in ingredients(config, graph, 4, 3)]
+    soup = [(0.25, states[0]), (0.5, states[1]), (0.25, states[2])]
+    mixes = [[(a * c, s) for c, s in soup] + [(1 - a, states[3])] for a in torch.linspace(0, 0.9, 5).tolist()]
+    tight = FastEvaluator(graph, config, memory_floats=1)  # blocks of one mix: the reduced bank is used
+    whole = FastEvaluator(graph, config)  # every mix in one block: the bank as it is
+    reference = torch.stack([Evaluator(graph, config).logits(mix_states(m)) for m in mixes])
+    assert torch.allclose(tight.mix_logits(mixes), reference, atol=1e-5)
+    assert torch.allclose(whole.mix_logits(mixes), reference, atol=1e-5)
+    assert tight.score_many(mixes) == Evaluator(graph, config).score_many(mixes)

@@ -12,8 +12,11 @@ that cheap, and :class:`FastEvaluator` uses all of them:
   nodes; the full graph's normalisation (degrees) is kept;
 - **batched mixes**: the mixes of a step are evaluated together: every layer's weights for all
   of them are one product of the [mixes, ingredients] coefficients with the stacked ingredient
-  weights, and so are their first-layer parts (one product with the bank of cached parts); the
-  later layers then run mix by mix on contiguous tensors, propagating with a CSR sparse product.
+  weights, and so are their first-layer parts (one product with the bank of cached parts; where
+  the parts of all the mixes do not fit in memory at once, the bank is first reduced to one row
+  per group of proportional coefficients, which for a GIS step is two rows: soup and candidate);
+  the later layers then run mix by mix on contiguous tensors, propagating with a CSR sparse
+  product, each layer's targets being the first rows of its input (no gather for root terms).
   One product over the concatenated channels of every mix was measured no faster on the CPU
   (MKL's CSR kernel is bandwidth-bound, ~11 ms per mix for 200k edges x 128 channels either
   way) and costs a transposed copy of every hidden state, so ladle does not concatenate;
@@ -30,9 +33,10 @@ reference path of :class:`~ladle.evaluation.Evaluator`.
 
 The logits equal the reference's (full forward of the mixed weights) up to float rounding, so
 the predictions agree except where a node's top two classes are within rounding of each other.
-Memory: one batch of mixes holds at most ``memory_floats`` floats of first-layer parts and
-hidden state; a single mix always runs, so a graph whose one-mix hidden state does not fit
-needs the chunked reference path.
+Memory: the bank (K first-layer parts of the receptive field, n x width floats each), one block
+of mixed first-layer parts of at most ``memory_floats`` floats (a single mix always runs), and
+one mix's hidden state at a time; a graph where that does not fit needs the chunked reference
+path.
 """
 from __future__ import annotations
 
@@ -58,14 +62,13 @@ class LayerPlan:
     """One layer restricted to what the next reads: ``n_out`` targets from ``n_in`` inputs.
 
     ``adj`` is the [n_out, n_in] CSR propagation matrix (its rows sorted, ``row``/``col`` the
-    same entries in COO form, for GAT's edge softmax); ``root`` the targets' positions among
-    the inputs.
+    same entries in COO form, for GAT's edge softmax). The targets are the first ``n_out``
+    inputs, in the same order.
     """
 
     adj: Tensor
     row: Tensor
     col: Tensor
-    root: Tensor
     n_out: int
     n_in: int
 
@@ -87,9 +90,44 @@ def _edge_softmax(alpha: Tensor, plan: LayerPlan) -> Tensor:
     return alpha.div_(total[plan.row])
 
 
-def _spmm(adj: Tensor, h: Tensor) -> Tensor:
-    """adj [n_out, n_in] (CSR) times h [n_in, d] -> [n_out, d]."""
-    return torch.sparse.mm(adj, h)
+def proportional_basis(coefficients: Tensor) -> tuple[Tensor, Tensor]:
+    """Factor [G, K] mix coefficients as weights [G, r] @ members [r, K], grouping proportional columns.
+
+    Columns (ingredients) whose coefficients across the G mixes are proportional, to a relative
+    1e-9, share one basis row: GIS's soup members (all scaled by α) become one row, the candidate
+    (1 − α) another, so r = 2 however many ingredients the soup holds. Columns of zeros are
+    dropped. The factors multiply back to the coefficients up to float rounding.
+    """
+    exact = coefficients.double().cpu()
+    shapes: list[Tensor] = []  # per group, its column scaled to 1 at its first non-zero entry
+    members = []  # per group, {ingredient: its scale}
+    for k in range(exact.size(1)):
+        column = exact[:, k]
+        nonzero = column.nonzero().view(-1)
+        if nonzero.numel() == 0:
+            continue
+        scale = column[nonzero[0]]
+        shape = column / scale
+        for group, known in enumerate(shapes):
+            if torch.allclose(shape, known, rtol=1e-9, atol=1e-12):
+                members[group][k] = scale
+                break
+        else:
+            shapes.append(shape)
+            members.append({k: scale})
+    weights = torch.stack(shapes, 1) if shapes else exact.new_zeros(exact.size(0), 0)
+    basis = exact.new_zeros(len(members), exact.size(1))
+    for group, scales in enumerate(members):
+        for k, scale in scales.items():
+            basis[group, k] = scale
+    return weights.to(coefficients), basis.to(coefficients)
+
+
+def _spmm(adj: Tensor, h: Tensor, out: Tensor | None = None) -> Tensor:
+    """adj [n_out, n_in] (CSR) times h [n_in, d] -> [n_out, d], into ``out`` when given."""
+    if out is None:
+        return torch.sparse.mm(adj, h)
+    return torch.addmm(out, adj, h, beta=0, out=out)  # beta=0: out's old values are ignored, NaNs included
 
 
 class FastEvaluator(Evaluator):
@@ -97,8 +135,8 @@ class FastEvaluator(Evaluator):
 
     Args:
         graph, model_config, split, device, chunk_size: as for :class:`Evaluator`.
-        memory_floats: the most floats of hidden state one batch of mixes may hold (default
-            2^27, 512 MB in float32); more mixes than fit are evaluated in several batches.
+        memory_floats: the most floats of mixed first-layer parts one block of mixes may hold
+            (default 2^27, 512 MB in float32); more mixes than fit are made in several blocks.
     """
 
     def __init__(self, graph, model_config, split: str = "val", device=None, chunk_size: int = 0,
@@ -112,6 +150,11 @@ class FastEvaluator(Evaluator):
         self._slot: dict[int, int] = {}  # id(state) -> its row in the bank
         self._pinned: list[State] = []  # keeps every banked state alive, so its id stays unique
         self._memo: dict[tuple, float] = {}
+        # On the CPU every fresh [n, 128] result is ~80 MB of new pages, and faulting them in costs about as
+        # much as the product that fills them; one call's mixes reuse the same buffers instead (CUDA's
+        # caching allocator already does this).
+        self._reuse = self.device.type == "cpu"
+        self._buffers: dict[str, Tensor] = {}
         if self.fast:
             self._plan(model_config.layers)
 
@@ -134,37 +177,54 @@ class FastEvaluator(Evaluator):
     def _plan(self, layers: int) -> None:
         (src_all, dst_all), weight_all = self._propagation()
         targets = self.mask.nonzero().view(-1)
+        position = torch.full((self.graph.num_nodes,), -1, dtype=torch.long, device=self.device)
         self.plans: list[LayerPlan] = [None] * layers
         for layer in range(layers - 1, -1, -1):
             keep = torch.isin(dst_all, targets)
             src, dst, weight = src_all[keep], dst_all[keep], weight_all[keep]
-            inputs = torch.unique(torch.cat([targets, src]))
-            row, col = torch.searchsorted(targets, dst), torch.searchsorted(inputs, src)
+            # Targets first among the inputs, so a layer's root term reads h[:n_out], a view, not a gather.
+            others = torch.unique(src)
+            inputs = torch.cat([targets, others[~torch.isin(others, targets)]])
+            position[inputs] = torch.arange(inputs.numel(), device=self.device)
+            row, col = position[dst], position[src]
             order = torch.argsort(row * inputs.numel() + col, stable=True)
             row, col, weight = row[order], col[order], weight[order]
             crow = torch.zeros(targets.numel() + 1, dtype=torch.long, device=self.device)
             crow[1:] = torch.cumsum(torch.bincount(row, minlength=targets.numel()), 0)
             adj = _csr(crow, col, weight, (targets.numel(), inputs.numel()))
-            self.plans[layer] = LayerPlan(adj, row, col, torch.searchsorted(inputs, targets),
-                                          targets.numel(), inputs.numel())
+            self.plans[layer] = LayerPlan(adj, row, col, targets.numel(), inputs.numel())
             targets = inputs
         self.input_nodes = targets
         self._x_in = self.x[self.input_nodes]
         if self.arch != "gat":  # Â X (or the mean or sum of neighbours), shared by every ingredient
             self._ax = _spmm(self.plans[0].adj, self._x_in)
 
+    def _buffer(self, name: str, rows: int, cols: int) -> Tensor | None:
+        """A [rows, cols] scratch tensor kept for reuse by the next mix (None where not reusing: a new one)."""
+        if not self._reuse:
+            return None
+        flat = self._buffers.get(name)
+        if flat is None or flat.numel() < rows * cols:
+            flat = self._buffers[name] = torch.empty(rows * cols, dtype=self.x.dtype, device=self.device)
+        return flat[:rows * cols].view(rows, cols)
+
     # ---- first layer: linear parts per ingredient, mixed by one matrix product
 
     def _first_parts(self, state: State) -> list[Tensor]:
-        """An ingredient's first-layer linear parts, each [n, width] (see the module docstring)."""
+        """An ingredient's first-layer linear parts, each [n, width] (see the module docstring).
+
+        A bias added after the linear map is linear in the weights too, so it is banked with them
+        (GAT's is added after the attention, so not there).
+        """
         p, plan = "convs.0.", self.plans[0]
         if self.arch == "gcn":
-            return [self._ax @ state[p + "lin.weight"].t()]
+            return [torch.addmm(state[p + "bias"], self._ax, state[p + "lin.weight"].t())]
         if self.arch == "sage":
-            return [self._ax @ state[p + "lin_l.weight"].t() + self._x_in[plan.root] @ state[p + "lin_r.weight"].t()]
+            part = torch.addmm(state[p + "lin_l.bias"], self._ax, state[p + "lin_l.weight"].t())
+            return [part.addmm_(self._x_in[:plan.n_out], state[p + "lin_r.weight"].t())]
         if self.arch == "gin":
             w1 = state[p + "nn.0.weight"].t()
-            return [self._x_in[plan.root] @ w1, self._ax @ w1]
+            return [self._x_in[:plan.n_out] @ w1, torch.addmm(state[p + "nn.0.bias"], self._ax, w1)]
         return [self._x_in @ state[p + "lin.weight"].t()]  # gat: X W on every input of layer 1
 
     def _bank_slots(self, mixes: Sequence[Mix]) -> Tensor:
@@ -185,11 +245,32 @@ class FastEvaluator(Evaluator):
                 coefficients[g, self._slot[id(state)]] += float(c)
         return coefficients
 
-    def _mixed_parts(self, coefficients: Tensor) -> list[list[Tensor]]:
-        """Per mix, its first-layer parts [n, width]: rows of one product of the coefficients and the bank."""
+    def _mixed_parts(self, coefficients: Tensor):
+        """Per mix, its first-layer parts [n, width], made a block of mixes at a time.
+
+        The bank holds K rows of n x width floats. When the mixes' parts fit in ``memory_floats``
+        at once, one product of the coefficients with the bank makes them all (the bank read
+        once). When they do not, the blocks would read the whole bank each; instead the columns of
+        proportional coefficients are grouped (:func:`proportional_basis`: a GIS step's mixes are
+        α·soup + (1−α)·candidate, so the soup's members form one group), the bank is reduced to
+        those r rows once, and each block reads r rows, not K.
+        """
         rows = self.plans[0].n_in if self.arch == "gat" else self.plans[0].n_out
-        mixed = [(coefficients @ bank).view(len(coefficients), rows, -1) for bank in self._bank.values()]
-        return [[part[g] for part in mixed] for g in range(len(coefficients))]
+        banks = list(self._bank.values())
+        block = max(1, self.memory_floats // sum(bank.size(1) for bank in banks))
+        weights, members = coefficients, None
+        if block < len(coefficients):
+            weights, members = proportional_basis(coefficients)
+            if len(members) < len(self._pinned):
+                banks = [members @ bank for bank in banks]
+            else:
+                weights = coefficients
+        for start in range(0, len(weights), block):
+            part = weights[start:start + block]
+            mixed = [torch.mm(part, bank, out=self._buffer(f"first{j}", len(part), bank.size(1)))
+                     .view(-1, rows, bank.size(1) // rows) for j, bank in enumerate(banks)]
+            for g in range(mixed[0].size(0)):
+                yield [part[g] for part in mixed]
 
     @staticmethod
     def _mixed_weights(coefficients: Tensor, states: list[State], keys: list[str]) -> list[dict[str, Tensor]]:
@@ -202,33 +283,34 @@ class FastEvaluator(Evaluator):
 
     # ---- one mix through one layer: h [n_in, d] -> [n_out, d'], the mix's weights in w
 
-    @staticmethod
-    def _linear_then_propagate(plan: LayerPlan, h: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    def _linear_then_propagate(self, i: int, h: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
         """adj @ h @ Wᵀ + b, in the cheaper order (propagate the narrower side)."""
-        d_out, d_in, nnz = *weight.shape, plan.row.numel()
+        plan, (d_out, d_in), nnz = self.plans[i], weight.shape, self.plans[i].row.numel()
+        out = self._buffer(f"z{i}", plan.n_out, d_out)
         if nnz * d_in + plan.n_out * d_in * d_out <= plan.n_in * d_in * d_out + nnz * d_out:
-            return torch.addmm(bias, _spmm(plan.adj, h), weight.t())
-        return _spmm(plan.adj, h @ weight.t()).add_(bias)
+            return torch.addmm(bias, _spmm(plan.adj, h, self._buffer(f"p{i}", plan.n_out, d_in)), weight.t(), out=out)
+        return _spmm(plan.adj, torch.mm(h, weight.t(), out=self._buffer(f"p{i}", plan.n_in, d_out)), out).add_(bias)
 
     def _conv(self, i: int, h: Tensor, w: dict[str, Tensor], first: list[Tensor] | None) -> Tensor:
         plan, p = self.plans[i], f"convs.{i}."
+        if self.arch in ("gcn", "sage") and first:
+            return first[0]  # the bias is banked with the linear part
         if self.arch == "gcn":
-            if first:
-                return first[0].add_(w[p + "bias"])
-            return self._linear_then_propagate(plan, h, w[p + "lin.weight"], w[p + "bias"])
+            return self._linear_then_propagate(i, h, w[p + "lin.weight"], w[p + "bias"])
         if self.arch == "sage":
-            if first:
-                return first[0].add_(w[p + "lin_l.bias"])
-            z = self._linear_then_propagate(plan, h, w[p + "lin_l.weight"], w[p + "lin_l.bias"])
-            return z.addmm_(h[plan.root], w[p + "lin_r.weight"].t())
+            z = self._linear_then_propagate(i, h, w[p + "lin_l.weight"], w[p + "lin_l.bias"])
+            return z.addmm_(h[:plan.n_out], w[p + "lin_r.weight"].t())
         if self.arch == "gin":
             scale = 1 + w[p + "eps"]
             if first:
-                z = torch.addcmul(first[1], first[0], scale).add_(w[p + "nn.0.bias"])
+                z = first[1].addcmul_(first[0], scale)  # nn.0's bias is banked in first[1]
             else:
-                agg = torch.addcmul(_spmm(plan.adj, h), h[plan.root], scale)
-                z = torch.addmm(w[p + "nn.0.bias"], agg, w[p + "nn.0.weight"].t())
-            return torch.addmm(w[p + "nn.2.bias"], z.clamp_min_(0), w[p + "nn.2.weight"].t())
+                agg = _spmm(plan.adj, h, self._buffer(f"p{i}", plan.n_out, h.size(1))).addcmul_(h[:plan.n_out], scale)
+                width = w[p + "nn.0.weight"].size(0)
+                z = torch.addmm(w[p + "nn.0.bias"], agg, w[p + "nn.0.weight"].t(),
+                                out=self._buffer(f"y{i}", plan.n_out, width))
+            return torch.addmm(w[p + "nn.2.bias"], z.clamp_min_(0), w[p + "nn.2.weight"].t(),
+                               out=self._buffer(f"z{i}", plan.n_out, w[p + "nn.2.weight"].size(0)))
         return self._gat(plan, first[0] if first else h @ w[p + "lin.weight"].t(), w, p)
 
     def _gat(self, plan: LayerPlan, xw: Tensor, w: dict[str, Tensor], p: str) -> Tensor:
@@ -237,7 +319,7 @@ class FastEvaluator(Evaluator):
         heads, channels = att_src.shape
         xw = xw.view(-1, heads, channels)
         score_src = (xw * att_src).sum(-1)  # [n_in, H]
-        score_dst = (xw[plan.root] * att_dst).sum(-1)  # [n_out, H]
+        score_dst = (xw[:plan.n_out] * att_dst).sum(-1)  # [n_out, H]
         alpha = F.leaky_relu(score_src[plan.col] + score_dst[plan.row], 0.2)
         alpha = _edge_softmax(alpha, plan)  # [nnz, H]
         by_head = xw.transpose(0, 1).contiguous() if heads > 1 else xw.view(1, -1, channels)
@@ -258,34 +340,32 @@ class FastEvaluator(Evaluator):
             h = F.layer_norm(h, h.shape[-1:], w[p + "weight"], w[p + "bias"], self.model.norms[i].eps)
         h = h.clamp_min_(0) if self.model.act is F.relu else self.model.act(h)
         if self.model.config.residual and h.shape[-1] == x.shape[-1]:
-            h = h.add_(x[self.plans[i].root])
+            h = h.add_(x[:self.plans[i].n_out])
         return h
 
     @torch.no_grad()
-    def mix_logits(self, mixes: Sequence[Mix]) -> Tensor:
-        """[G, n_split, C] logits of each mix on the split's nodes, by the fast path."""
+    def iter_logits(self, mixes: Sequence[Mix]):
+        """Each mix's [n_split, C] logits on the split's nodes, by the fast path, one mix at a time."""
         coefficients = self._bank_slots(mixes)
         states = self._pinned
         floating = [k for k, v in states[0].items() if v.is_floating_point()]
         weights = self._mixed_weights(coefficients, [{k: s[k].to(self.device) for k in floating} for s in states],
                                       floating)
-        logits = []
-        for w, first in zip(weights, self._mixed_parts(coefficients)):
-            h = self._x_in
-            for i in range(len(self.plans)):
-                z = self._conv(i, h, w, first if i == 0 else None)
-                h = z if i == len(self.plans) - 1 else self._finish(i, z, h, w)
-            logits.append(h)
-        return torch.stack(logits)
+        try:
+            for w, first in zip(weights, self._mixed_parts(coefficients)):
+                h = self._x_in
+                for i in range(len(self.plans)):
+                    z = self._conv(i, h, w, first if i == 0 else None)
+                    h = z if i == len(self.plans) - 1 else self._finish(i, z, h, w)
+                yield h.clone() if self._reuse else h  # the next mix overwrites the buffers
+        finally:
+            self._buffers.clear()
+
+    def mix_logits(self, mixes: Sequence[Mix]) -> Tensor:
+        """[G, n_split, C] logits of each mix on the split's nodes, by the fast path."""
+        return torch.stack(list(self.iter_logits(mixes)))
 
     # ---- the Evaluator interface
-
-    def _per_mix_floats(self) -> int:
-        hidden = max(self.model.config.hidden, self.model.out_channels, self.graph.num_features)
-        widest = max(plan.n_in * 2 + plan.n_out * 2 for plan in self.plans) * hidden
-        if self.arch == "gat":
-            widest += max(plan.row.numel() for plan in self.plans) * 3 * self.model.config.heads
-        return widest
 
     @staticmethod
     def _key(mix: Mix) -> tuple:
@@ -297,13 +377,9 @@ class FastEvaluator(Evaluator):
         keys = [self._key(m) for m in mixes]
         todo = list(dict.fromkeys(k for k in keys if k not in self._memo))
         by_key = {k: m for k, m in zip(keys, mixes)}
-        per_batch = max(1, self.memory_floats // max(self._per_mix_floats(), 1))
-        for start in range(0, len(todo), per_batch):
-            batch = todo[start:start + per_batch]
-            self.forwards += len(batch)
-            logits = self.mix_logits([by_key[k] for k in batch])
-            for key, z in zip(batch, logits):
-                self._memo[key] = score_logits(self.graph.metric, z, self.y)
+        self.forwards += len(todo)
+        for key, z in zip(todo, self.iter_logits([by_key[k] for k in todo])):
+            self._memo[key] = score_logits(self.graph.metric, z, self.y)
         return [self._memo[k] for k in keys]
 
     def score(self, state: State) -> float:
