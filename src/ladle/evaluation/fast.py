@@ -258,16 +258,14 @@ class FastEvaluator(Evaluator):
         rows = self.plans[0].n_in if self.arch == "gat" else self.plans[0].n_out
         banks = list(self._bank.values())
         block = max(1, self.memory_floats // sum(bank.size(1) for bank in banks))
-        weights, members = coefficients, None
+        weights = coefficients
         if block < len(coefficients):
-            weights, members = proportional_basis(coefficients)
-            if len(members) < len(self._pinned):
-                banks = [members @ bank for bank in banks]
-            else:
-                weights = coefficients
+            grouped, members = proportional_basis(coefficients)
+            if len(members) < coefficients.size(1):
+                weights, banks = grouped, [members @ bank for bank in banks]
         for start in range(0, len(weights), block):
-            part = weights[start:start + block]
-            mixed = [torch.mm(part, bank, out=self._buffer(f"first{j}", len(part), bank.size(1)))
+            chunk = weights[start:start + block]
+            mixed = [torch.mm(chunk, bank, out=self._buffer(f"first{j}", len(chunk), bank.size(1)))
                      .view(-1, rows, bank.size(1) // rows) for j, bank in enumerate(banks)]
             for g in range(mixed[0].size(0)):
                 yield [part[g] for part in mixed]
