@@ -159,7 +159,9 @@ def main(argv=None) -> int:
             if label.startswith("ray"):  # started before the clock, and after the process runs' memory was read
                 import ray
 
-                ray.init(num_cpus=2, include_dashboard=False, logging_level="WARNING")
+                from ladle.engines.ray_cluster import start_local
+
+                start_local(num_cpus=2)  # as `ladle run --engine ray` starts one without --address
                 warm_up_ray_workers(ray, 2)
             out = Path(tmp) / label
             with MemoryMonitor(enabled=not label.startswith("ray")) as memory:

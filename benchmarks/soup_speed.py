@@ -87,7 +87,8 @@ def main(argv=None) -> int:
                 and all(ref.state[k].equal(fast.state[k]) for k in ref.state))
         identical &= same
         for label, result, seconds, peak in (("gis-ref", ref, ref_s, ref_mb), ("gis-fast", fast, fast_s, fast_mb)):
-            print(f"{arch:5s} {label:10s} {seconds:8.1f} {peak:8.0f} {result.val:7.4f} {test.score(result.state):7.4f}")
+            print(f"{arch:5s} {label:10s} {seconds:8.1f} {peak:8.0f} {result.val:7.4f} {test.score(result.state):7.4f}"
+                  + (f"  (same alphas and weights: {str(same).lower()})" if label == "gis-fast" else ""), flush=True)
         figures[f"speedup_{arch}"] = round(ref_s / fast_s, 2)
         figures[f"{arch}_ref_s"], figures[f"{arch}_fast_s"] = round(ref_s, 1), round(fast_s, 2)
         if arch == "gcn" and not args.no_learned:

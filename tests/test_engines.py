@@ -158,3 +158,19 @@ def test_graph_payload_round_trips():
     for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
         assert torch.equal(getattr(back.data, key), getattr(g.data, key))
     assert all(torch.equal(a, b) for a, b in zip(back.csr(), g.csr()))
+
+
+def test_gpu_smoke_script_runs_every_engine_on_the_cpu(ray_cluster):
+    """benchmarks/gpu_smoke.sh has no GPU here: LADLE_SMOKE_DEVICE=cpu runs its steps on the CPU, every engine
+    (Ray through RAY_ADDRESS), and on the CPU the engines' weights must be identical."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_smoke.sh"
+    env = {**os.environ, "LADLE_SMOKE_DEVICE": "cpu", "RAY_ADDRESS": ray_cluster,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", str(script), "csbm:nodes=400,classes=3,features=8"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    figures = dict(pair.split("=", 1) for pair in done.stdout.strip().splitlines()[-1].split())
+    assert figures["device"] == "cpu"
+    assert {k for k in figures if k.endswith("_s")} == {"serial_s", "process_s", "ray_s"}
+    assert all(0 <= float(figures[f"{e}_gis"]) <= 1 for e in ("serial", "process", "ray"))
+    assert figures["identical_across_engines"] == "true"

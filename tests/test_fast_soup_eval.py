@@ -145,3 +145,23 @@ def test_mixes_made_from_the_reduced_bank_score_as_the_reference_does():
     assert torch.allclose(tight.mix_logits(mixes), reference, atol=1e-5)
     assert torch.allclose(whole.mix_logits(mixes), reference, atol=1e-5)
     assert tight.score_many(mixes) == Evaluator(graph, config).score_many(mixes)
+
+
+def test_blocks_of_mixes_side_by_side_match_one_mix_at_a_time():
+    """Mixes evaluated in even blocks of a few (their channels side by side in every sparse product) give the
+    logits of mixes evaluated alone, and of the reference; the buffers kept between calls change nothing."""
+    graph = random_graph(4, 70)
+    for arch in ("gcn", "sage", "gin"):
+        config = ModelConfig(name=arch, layers=3, hidden=8, norm="batch", residual=True)
+        states = [i.state for i in ingredients(config, graph, 3, 4)]
+        mixes = [[(a, states[0]), (1 - a, states[2])] for a in torch.linspace(0, 1, 7).tolist()]
+        blocked, alone = FastEvaluator(graph, config), FastEvaluator(graph, config, memory_floats=1)
+        blocked.block_mixes = 3  # 7 mixes: blocks of 3, 3 and 1
+        assert blocked._block_size() == 3 and alone._block_size() == 1
+        got = blocked.mix_logits(mixes)
+        assert torch.allclose(got, alone.mix_logits(mixes), atol=1e-6)
+        reference = torch.stack([Evaluator(graph, config).logits(mix_states(m)) for m in mixes])
+        assert torch.allclose(got, reference, atol=1e-5, rtol=1e-4)
+        assert torch.equal(blocked.mix_logits(mixes), got)  # the second call reuses the first one's buffers
+        blocked.release()
+        assert torch.allclose(blocked.mix_logits(mixes[::-1]), got.flip(0), atol=1e-6)

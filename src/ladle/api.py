@@ -99,6 +99,7 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
         with measure(device) as usage:
             result = method(ingredients, val, granularity=config.granularity, learned=config.learned,
                             seed=config.seed)
+            val.release()
         if result.state is None:
             test_score = test.score_ensemble([i.state for i in ingredients if i.name in result.coefficients])
         else:

@@ -77,8 +77,10 @@ def _connect(address: str) -> bool:
     if target:
         _use_token_if_available()
     try:
-        ray.init(address=target, include_dashboard=False, logging_level=logging.WARNING,
-                 configure_logging=False)
+        if target:
+            ray.init(address=target, include_dashboard=False, logging_level=logging.WARNING, configure_logging=False)
+        else:
+            start_local()
     except ConnectionError as exc:
         cause = exc.__cause__ or exc.__context__
         if "InvalidAuthToken" in f"{exc} {cause}":
@@ -88,6 +90,23 @@ def _connect(address: str) -> bool:
         raise LadleError(f"cannot reach the Ray cluster at {target!r}: {exc}",
                          fix="start it with ray start --head, or check --address / RAY_ADDRESS") from None
     return True
+
+
+# A local Ray that ladle starts serves one run of a few long tasks. Two of Ray's defaults cost it time on a
+# small machine: raylet prestarts workers for queued tasks, and kills workers idle for a second once there are
+# more than CPUs (the progress queue's actor counts). Each such worker imports Python, Ray and then torch,
+# on the cores the training tasks use (measured on csbm-arxiv, 2 cores: 52-55 s for 4 ingredients with the
+# defaults, 48-50 s without). A cluster started by ``ray start`` keeps its own settings
+# (``RAY_enable_worker_prestart=0`` and ``RAY_idle_worker_killing_time_threshold_ms`` there do the same).
+LOCAL_SYSTEM_CONFIG = {"enable_worker_prestart": False, "idle_worker_killing_time_threshold_ms": 3_600_000}
+
+
+def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
+    """Start a local Ray for this process (no dashboard, ``LOCAL_SYSTEM_CONFIG``); all CPUs and GPUs by default."""
+    import ray
+
+    ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, logging_level=logging.WARNING,
+             configure_logging=False, _system_config=LOCAL_SYSTEM_CONFIG)
 
 
 def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",

@@ -10,33 +10,33 @@ that cheap, and :class:`FastEvaluator` uses all of them:
 - **only what validation needs**: layer l runs only on the nodes layer l+1 reads (the validation
   nodes' receptive field, one hop smaller per layer), the last layer only on the validation
   nodes; the full graph's normalisation (degrees) is kept;
-- **batched mixes**: the mixes of a step are evaluated together: every layer's weights for all
-  of them are one product of the [mixes, ingredients] coefficients with the stacked ingredient
-  weights, and so are their first-layer parts (one product with the bank of cached parts; where
-  the parts of all the mixes do not fit in memory at once, the bank is first reduced to one row
-  per group of proportional coefficients, which for a GIS step is two rows: soup and candidate);
-  the later layers then run mix by mix on contiguous tensors, propagating with a CSR sparse
-  product, each layer's targets being the first rows of its input (no gather for root terms).
-  One product over the concatenated channels of every mix was measured no faster on the CPU
-  (MKL's CSR kernel is bandwidth-bound, ~11 ms per mix for 200k edges x 128 channels either
-  way) and costs a transposed copy of every hidden state, so ladle does not concatenate;
+- **batched mixes**: the mixes of a step are evaluated in blocks (up to ``block_mixes`` mixes,
+  within ``memory_floats``), each node's values for every mix of the block side by side
+  ([n, mixes, width]): every layer's weights for all of them are one product of the [mixes,
+  ingredients] coefficients with the stacked ingredient weights; their first-layer parts are
+  mixed from the bank, first reduced to one row per group of proportional coefficients (for a
+  GIS step two rows, soup and candidate); each sparse propagation is one CSR product over the
+  concatenated channels of the block (on csbm-arxiv's 2.2M edges, 106 ms per mix for 8 mixes
+  against 255 ms for one: each edge's index is read once and each gathered row is longer), and
+  the dense products run mix by mix on strided views, with no copies. Each layer's targets are
+  the first rows of its input, so root terms need no gather;
 - **no repeats**: a mix already scored (GIS's α = 1 is the soup chosen at the step before) is
   answered from memory.
 
 Per architecture: GCN, GraphSAGE and GIN get all four. GAT's attention is not linear in the
 weights: its first layer caches ``X W`` per ingredient (the mix's ``X W`` is exact), but the
 attention scores, their softmax and the aggregation run per mix (one sparse product per mix and
-head); the receptive-field restriction and batching hold. Norms ``batch`` and ``layer`` (PyG's
-``mode="node"``) are per-node affine maps in eval mode and are applied per mix; residual
-connections too. Anything else (MLP, a norm that looks at the whole graph) falls back to the
+head), so its blocks hold one mix; the receptive-field restriction and the stacked weights hold.
+Norms ``batch`` and ``layer`` (PyG's ``mode="node"``) are per-node affine maps in eval mode and
+are applied per mix; residual connections too. Anything else (MLP, a norm that looks at the whole graph) falls back to the
 reference path of :class:`~ladle.evaluation.Evaluator`.
 
 The logits equal the reference's (full forward of the mixed weights) up to float rounding, so
 the predictions agree except where a node's top two classes are within rounding of each other.
-Memory: the bank (K first-layer parts of the receptive field, n x width floats each), one block
-of mixed first-layer parts of at most ``memory_floats`` floats (a single mix always runs), and
-one mix's hidden state at a time; a graph where that does not fit needs the chunked reference
-path.
+Memory: the bank (K first-layer parts of the receptive field, n x width floats each) and a few
+scratch buffers of one block's hidden states, each at most ``memory_floats`` floats (a single
+mix always runs); the buffers are kept between calls (fresh pages are costly) until
+:meth:`FastEvaluator.release`. A graph where that does not fit needs the chunked reference path.
 """
 from __future__ import annotations
 
@@ -127,6 +127,8 @@ def _spmm(adj: Tensor, h: Tensor, out: Tensor | None = None) -> Tensor:
     """adj [n_out, n_in] (CSR) times h [n_in, d] -> [n_out, d], into ``out`` when given."""
     if out is None:
         return torch.sparse.mm(adj, h)
+    if out.device.type != "cpu":  # the caching allocator makes the temporary cheap there
+        return out.copy_(torch.sparse.mm(adj, h))
     return torch.addmm(out, adj, h, beta=0, out=out)  # beta=0: out's old values are ignored, NaNs included
 
 
@@ -135,9 +137,11 @@ class FastEvaluator(Evaluator):
 
     Args:
         graph, model_config, split, device, chunk_size: as for :class:`Evaluator`.
-        memory_floats: the most floats of mixed first-layer parts one block of mixes may hold
-            (default 2^27, 512 MB in float32); more mixes than fit are made in several blocks.
+        memory_floats: the most floats one block's hidden state may hold (default 2^27, 512 MB in
+            float32); more mixes than fit are evaluated in several blocks.
     """
+
+    block_mixes = 8  # past 8 mixes side by side the sparse product gains nothing more (csbm-arxiv, 1 thread)
 
     def __init__(self, graph, model_config, split: str = "val", device=None, chunk_size: int = 0,
                  memory_floats: int = 2**27):
@@ -151,8 +155,8 @@ class FastEvaluator(Evaluator):
         self._pinned: list[State] = []  # keeps every banked state alive, so its id stays unique
         self._memo: dict[tuple, float] = {}
         # On the CPU every fresh [n, 128] result is ~80 MB of new pages, and faulting them in costs about as
-        # much as the product that fills them; one call's mixes reuse the same buffers instead (CUDA's
-        # caching allocator already does this).
+        # much as the product that fills them; every block of mixes reuses the same buffers instead, across
+        # calls until release() (CUDA's caching allocator already does this).
         self._reuse = self.device.type == "cpu"
         self._buffers: dict[str, Tensor] = {}
         if self.fast:
@@ -199,95 +203,159 @@ class FastEvaluator(Evaluator):
         if self.arch != "gat":  # Â X (or the mean or sum of neighbours), shared by every ingredient
             self._ax = _spmm(self.plans[0].adj, self._x_in)
 
-    def _buffer(self, name: str, rows: int, cols: int) -> Tensor | None:
-        """A [rows, cols] scratch tensor kept for reuse by the next mix (None where not reusing: a new one)."""
+    def _buffer(self, name: str, rows: int, cols: int) -> Tensor:
+        """A [rows, cols] scratch tensor, kept for reuse by the next block of mixes on the CPU."""
         if not self._reuse:
-            return None
+            return torch.empty(rows, cols, dtype=self.x.dtype, device=self.device)
         flat = self._buffers.get(name)
         if flat is None or flat.numel() < rows * cols:
             flat = self._buffers[name] = torch.empty(rows * cols, dtype=self.x.dtype, device=self.device)
         return flat[:rows * cols].view(rows, cols)
 
-    # ---- first layer: linear parts per ingredient, mixed by one matrix product
+    def _block(self, name: str, rows: int, mixes: int, width: int) -> Tensor:
+        """A [rows, mixes, width] scratch tensor: each node's values for every mix of a block, side by side."""
+        return self._buffer(name, rows, mixes * width).view(rows, mixes, width)
 
-    def _first_parts(self, state: State) -> list[Tensor]:
-        """An ingredient's first-layer linear parts, each [n, width] (see the module docstring).
+    def _block_size(self) -> int:
+        """Mixes evaluated side by side: as many as ``memory_floats`` allows, at most ``block_mixes``.
+
+        GAT's attention differs per mix, so its propagation cannot be shared: one mix at a time.
+        """
+        if self.arch == "gat":
+            return 1
+        width = max(self.model.config.hidden, self.graph.num_classes)
+        return max(1, min(self.block_mixes, self.memory_floats // (self.plans[0].n_in * width)))
+
+    # ---- first layer: linear parts per ingredient, mixed per block
+
+    def _part_widths(self) -> list[int]:
+        """The width of each first-layer part: the first linear map's output channels (GIN has two parts)."""
+        key = {"gcn": "lin", "sage": "lin_l", "gin": "nn.0", "gat": "lin"}[self.arch]
+        width = self.model.get_parameter(f"convs.0.{key}.weight").size(0)
+        return [width] * (2 if self.arch == "gin" else 1)
+
+    def _first_parts(self, state: State, out: list[Tensor]) -> None:
+        """An ingredient's first-layer linear parts, written into ``out`` (each [n, width]; see the module docstring).
 
         A bias added after the linear map is linear in the weights too, so it is banked with them
         (GAT's is added after the attention, so not there).
         """
         p, plan = "convs.0.", self.plans[0]
         if self.arch == "gcn":
-            return [torch.addmm(state[p + "bias"], self._ax, state[p + "lin.weight"].t())]
-        if self.arch == "sage":
-            part = torch.addmm(state[p + "lin_l.bias"], self._ax, state[p + "lin_l.weight"].t())
-            return [part.addmm_(self._x_in[:plan.n_out], state[p + "lin_r.weight"].t())]
-        if self.arch == "gin":
+            torch.addmm(state[p + "bias"], self._ax, state[p + "lin.weight"].t(), out=out[0])
+        elif self.arch == "sage":
+            torch.addmm(state[p + "lin_l.bias"], self._ax, state[p + "lin_l.weight"].t(), out=out[0])
+            out[0].addmm_(self._x_in[:plan.n_out], state[p + "lin_r.weight"].t())
+        elif self.arch == "gin":
             w1 = state[p + "nn.0.weight"].t()
-            return [self._x_in[:plan.n_out] @ w1, torch.addmm(state[p + "nn.0.bias"], self._ax, w1)]
-        return [self._x_in @ state[p + "lin.weight"].t()]  # gat: X W on every input of layer 1
+            torch.mm(self._x_in[:plan.n_out], w1, out=out[0])
+            torch.addmm(state[p + "nn.0.bias"], self._ax, w1, out=out[1])
+        else:  # gat: X W on every input of layer 1
+            torch.mm(self._x_in, state[p + "lin.weight"].t(), out=out[0])
 
     def _bank_slots(self, mixes: Sequence[Mix]) -> Tensor:
-        """[G, K] coefficients over the bank's rows, banking ingredients not seen before."""
+        """[G, K] coefficients over the bank's rows, banking ingredients not seen before.
+
+        The bank grows by one allocation per call that brings new ingredients, each part computed
+        straight into its row: fresh pages are costly here, and the bank is the largest thing held.
+        """
+        new = []
         for mix in mixes:
             for _, state in mix:
                 if id(state) not in self._slot:
-                    with torch.no_grad():
-                        parts = self._first_parts({k: v.to(self.device) for k, v in state.items()})
                     self._slot[id(state)] = len(self._pinned)
                     self._pinned.append(state)
-                    for i, part in enumerate(parts):  # grows K times in all, so a cat is cheap enough
-                        row = part.reshape(1, -1)
-                        self._bank[i] = row if i not in self._bank else torch.cat([self._bank[i], row])
+                    new.append(state)
+        if new:
+            rows = self.plans[0].n_in if self.arch == "gat" else self.plans[0].n_out
+            known = len(self._pinned) - len(new)
+            for i, width in enumerate(self._part_widths()):
+                bank = torch.empty(len(self._pinned), rows * width, dtype=self.x.dtype, device=self.device)
+                if known:
+                    bank[:known] = self._bank[i]
+                self._bank[i] = bank
+            with torch.no_grad():
+                for k, state in enumerate(new, known):
+                    self._first_parts({key: v.to(self.device) for key, v in state.items()},
+                                      [bank[k].view(rows, -1) for bank in self._bank.values()])
         coefficients = torch.zeros(len(mixes), len(self._pinned), dtype=self.x.dtype, device=self.device)
         for g, mix in enumerate(mixes):
             for c, state in mix:
                 coefficients[g, self._slot[id(state)]] += float(c)
         return coefficients
 
-    def _mixed_parts(self, coefficients: Tensor):
-        """Per mix, its first-layer parts [n, width], made a block of mixes at a time.
+    def _mixed_parts(self, coefficients: Tensor, block: int):
+        """Per block of mixes, its first-layer parts, each [n, mixes, width].
 
-        The bank holds K rows of n x width floats. When the mixes' parts fit in ``memory_floats``
-        at once, one product of the coefficients with the bank makes them all (the bank read
-        once). When they do not, the blocks would read the whole bank each; instead the columns of
-        proportional coefficients are grouped (:func:`proportional_basis`: a GIS step's mixes are
-        α·soup + (1−α)·candidate, so the soup's members form one group), the bank is reduced to
-        those r rows once, and each block reads r rows, not K.
+        The bank holds K rows of n x width floats. The columns of proportional coefficients are
+        grouped first (:func:`proportional_basis`: a GIS step's mixes are α·soup + (1−α)·candidate,
+        so the soup's members form one group) and the bank is reduced to those r rows once per call;
+        each mix then reads only its non-zero rows (two in a GIS step, one when ranking).
         """
         rows = self.plans[0].n_in if self.arch == "gat" else self.plans[0].n_out
-        banks = list(self._bank.values())
-        block = max(1, self.memory_floats // sum(bank.size(1) for bank in banks))
-        weights = coefficients
-        if block < len(coefficients):
-            grouped, members = proportional_basis(coefficients)
-            if len(members) < coefficients.size(1):
-                weights, banks = grouped, [members @ bank for bank in banks]
+        weights, banks = coefficients, list(self._bank.values())
+        grouped, members = proportional_basis(coefficients)
+        if len(members) < int(coefficients.ne(0).any(0).sum()):
+            weights, banks = grouped, [members @ bank for bank in banks]
+        blocks = -(-len(weights) // block)
+        block = -(-len(weights) // blocks)  # even blocks: 18 mixes at most 8 wide go 6, 6, 6, not 8, 8, 2
         for start in range(0, len(weights), block):
             chunk = weights[start:start + block]
-            mixed = [torch.mm(chunk, bank, out=self._buffer(f"first{j}", len(chunk), bank.size(1)))
-                     .view(-1, rows, bank.size(1) // rows) for j, bank in enumerate(banks)]
-            for g in range(mixed[0].size(0)):
-                yield [part[g] for part in mixed]
+            parts = []
+            for j, bank in enumerate(banks):
+                width = bank.size(1) // rows
+                out = self._block(f"first{j}", rows, len(chunk), width)
+                if len(chunk) == 1:  # contiguous: one product reads the bank's rows once
+                    torch.mm(chunk, bank, out=out.view(1, -1))
+                for m, row in enumerate(chunk.tolist() if len(chunk) > 1 else []):
+                    terms = [(r, c) for r, c in enumerate(row) if c != 0]
+                    torch.mul(bank[terms[0][0]].view(rows, width), terms[0][1], out=out[:, m])
+                    for r, c in terms[1:]:
+                        out[:, m].add_(bank[r].view(rows, width), alpha=c)
+                parts.append(out)
+            yield start, parts
 
     @staticmethod
-    def _mixed_weights(coefficients: Tensor, states: list[State], keys: list[str]) -> list[dict[str, Tensor]]:
-        """Per mix, its tensor for each key, by one product of the coefficients per key."""
+    def _mixed_weights(coefficients: Tensor, states: list[State], keys: list[str]) -> dict[str, Tensor]:
+        """For each key, every mix's tensor [G, *shape], by one product of the coefficients."""
         stacked = {}
         for key in keys:
             flat = torch.stack([s[key].reshape(-1) for s in states]).to(coefficients)
             stacked[key] = (coefficients @ flat).view(len(coefficients), *states[0][key].shape)
-        return [{k: v[g] for k, v in stacked.items()} for g in range(len(coefficients))]
+        return stacked
 
-    # ---- one mix through one layer: h [n_in, d] -> [n_out, d'], the mix's weights in w
+    # ---- one block of mixes through one layer: h [n_in, M, d] -> [n_out, M, d'], the mixes' weights in w [M, ...]
+
+    @staticmethod
+    def _per_mix(h: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor) -> Tensor:
+        """out[:, m] = h[:, m] @ weight[m]ᵀ (+ bias[m]) for each mix m.
+
+        Strided views, no copies; the biases are added once for the block (addmm into a strided
+        ``out`` would first copy its bias there, mix by mix).
+        """
+        for m in range(out.size(1)):
+            torch.mm(h[:, m], weight[m].t(), out=out[:, m])
+        return out if bias is None else out.add_(bias[None])
+
+    def _propagate(self, i: int, name: str, h: Tensor) -> Tensor:
+        """The layer's sparse product on every mix of the block at once: [n_in, M, d] -> [n_out, M, d].
+
+        One product over the mixes' channels side by side reads each edge's index once; on
+        csbm-arxiv's 2.2M edges it costs 106 ms per mix for 8 mixes against 255 ms for one.
+        """
+        plan, (_, mixes, width) = self.plans[i], h.shape
+        out = self._block(name, plan.n_out, mixes, width)
+        _spmm(plan.adj, h.view(plan.n_in, mixes * width), out.view(plan.n_out, mixes * width))
+        return out
 
     def _linear_then_propagate(self, i: int, h: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
-        """adj @ h @ Wᵀ + b, in the cheaper order (propagate the narrower side)."""
-        plan, (d_out, d_in), nnz = self.plans[i], weight.shape, self.plans[i].row.numel()
-        out = self._buffer(f"z{i}", plan.n_out, d_out)
+        """adj @ h @ Wᵀ + b per mix, in the cheaper order (propagate the narrower side)."""
+        plan, (_, d_out, d_in), nnz = self.plans[i], weight.shape, self.plans[i].row.numel()
         if nnz * d_in + plan.n_out * d_in * d_out <= plan.n_in * d_in * d_out + nnz * d_out:
-            return torch.addmm(bias, _spmm(plan.adj, h, self._buffer(f"p{i}", plan.n_out, d_in)), weight.t(), out=out)
-        return _spmm(plan.adj, torch.mm(h, weight.t(), out=self._buffer(f"p{i}", plan.n_in, d_out)), out).add_(bias)
+            return self._per_mix(self._propagate(i, f"p{i}", h), weight, bias,
+                                 self._block(f"z{i}", plan.n_out, h.size(1), d_out))
+        y = self._per_mix(h, weight, None, self._block(f"p{i}", plan.n_in, h.size(1), d_out))
+        return self._propagate(i, f"z{i}", y).add_(bias[None])
 
     def _conv(self, i: int, h: Tensor, w: dict[str, Tensor], first: list[Tensor] | None) -> Tensor:
         plan, p = self.plans[i], f"convs.{i}."
@@ -297,19 +365,24 @@ class FastEvaluator(Evaluator):
             return self._linear_then_propagate(i, h, w[p + "lin.weight"], w[p + "bias"])
         if self.arch == "sage":
             z = self._linear_then_propagate(i, h, w[p + "lin_l.weight"], w[p + "lin_l.bias"])
-            return z.addmm_(h[:plan.n_out], w[p + "lin_r.weight"].t())
+            for m in range(z.size(1)):
+                z[:, m].addmm_(h[:plan.n_out, m], w[p + "lin_r.weight"][m].t())
+            return z
         if self.arch == "gin":
-            scale = 1 + w[p + "eps"]
+            scale = (1 + w[p + "eps"]).view(1, -1, 1)
+            mixes = scale.size(1)  # layer 1's input is the features, shared by the mixes
             if first:
                 z = first[1].addcmul_(first[0], scale)  # nn.0's bias is banked in first[1]
             else:
-                agg = _spmm(plan.adj, h, self._buffer(f"p{i}", plan.n_out, h.size(1))).addcmul_(h[:plan.n_out], scale)
-                width = w[p + "nn.0.weight"].size(0)
-                z = torch.addmm(w[p + "nn.0.bias"], agg, w[p + "nn.0.weight"].t(),
-                                out=self._buffer(f"y{i}", plan.n_out, width))
-            return torch.addmm(w[p + "nn.2.bias"], z.clamp_min_(0), w[p + "nn.2.weight"].t(),
-                               out=self._buffer(f"z{i}", plan.n_out, w[p + "nn.2.weight"].size(0)))
-        return self._gat(plan, first[0] if first else h @ w[p + "lin.weight"].t(), w, p)
+                agg = self._propagate(i, f"p{i}", h).addcmul_(h[:plan.n_out], scale)
+                width = w[p + "nn.0.weight"].size(1)
+                z = self._per_mix(agg, w[p + "nn.0.weight"], w[p + "nn.0.bias"],
+                                  self._block(f"y{i}", plan.n_out, mixes, width))
+            return self._per_mix(z.clamp_min_(0), w[p + "nn.2.weight"], w[p + "nn.2.bias"],
+                                 self._block(f"z{i}", plan.n_out, mixes, w[p + "nn.2.weight"].size(1)))
+        # gat: blocks of one mix
+        xw = first[0][:, 0] if first else h[:, 0] @ w[p + "lin.weight"][0].t()
+        return self._gat(plan, xw, {k: v[0] for k, v in w.items()}, p).unsqueeze(1)
 
     def _gat(self, plan: LayerPlan, xw: Tensor, w: dict[str, Tensor], p: str) -> Tensor:
         """GATConv in eval mode: xw [n_in, H*C] -> [n_out, H*C] (heads concatenated) or [n_out, C] (one head)."""
@@ -327,15 +400,16 @@ class FastEvaluator(Evaluator):
         return out.add_(w[p + "bias"])
 
     def _finish(self, i: int, h: Tensor, x: Tensor, w: dict[str, Tensor]) -> Tensor:
-        """The template's finish_layer for one mix: eval-mode norm, activation, residual."""
+        """The template's finish_layer for a block of mixes: eval-mode norm, activation, residual."""
         norm = self.model.config.norm
         if norm == "batch":
             p = f"norms.{i}.module."
             scale = w[p + "weight"] / torch.sqrt(w[p + "running_var"] + self.model.norms[i].module.eps)
-            h = h.sub_(w[p + "running_mean"]).mul_(scale).add_(w[p + "bias"])
+            h = h.sub_(w[p + "running_mean"][None]).mul_(scale[None]).add_(w[p + "bias"][None])
         elif norm == "layer":
             p = f"norms.{i}."
-            h = F.layer_norm(h, h.shape[-1:], w[p + "weight"], w[p + "bias"], self.model.norms[i].eps)
+            h = F.layer_norm(h, h.shape[-1:], None, None, self.model.norms[i].eps)
+            h = h.mul_(w[p + "weight"][None]).add_(w[p + "bias"][None])
         h = h.clamp_min_(0) if self.model.act is F.relu else self.model.act(h)
         if self.model.config.residual and h.shape[-1] == x.shape[-1]:
             h = h.add_(x[:self.plans[i].n_out])
@@ -349,15 +423,18 @@ class FastEvaluator(Evaluator):
         floating = [k for k, v in states[0].items() if v.is_floating_point()]
         weights = self._mixed_weights(coefficients, [{k: s[k].to(self.device) for k in floating} for s in states],
                                       floating)
-        try:
-            for w, first in zip(weights, self._mixed_parts(coefficients)):
-                h = self._x_in
-                for i in range(len(self.plans)):
-                    z = self._conv(i, h, w, first if i == 0 else None)
-                    h = z if i == len(self.plans) - 1 else self._finish(i, z, h, w)
-                yield h.clone() if self._reuse else h  # the next mix overwrites the buffers
-        finally:
-            self._buffers.clear()
+        for start, first in self._mixed_parts(coefficients, self._block_size()):
+            w = {k: v[start:start + first[0].size(1)] for k, v in weights.items()}
+            h = self._x_in.unsqueeze(1)  # the features, shared by every mix
+            for i in range(len(self.plans)):
+                z = self._conv(i, h, w, first if i == 0 else None)
+                h = z if i == len(self.plans) - 1 else self._finish(i, z, h, w)
+            for m in range(h.size(1)):
+                yield h[:, m].clone()  # the next block overwrites the buffers
+
+    def release(self) -> None:
+        """Free the scratch buffers (kept between calls, so a soup's steps reuse them); the bank and memo stay."""
+        self._buffers.clear()
 
     def mix_logits(self, mixes: Sequence[Mix]) -> Tensor:
         """[G, n_split, C] logits of each mix on the split's nodes, by the fast path."""
