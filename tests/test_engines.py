@@ -174,3 +174,26 @@ def test_gpu_smoke_script_runs_every_engine_on_the_cpu(ray_cluster):
     assert {k for k in figures if k.endswith("_s")} == {"serial_s", "process_s", "ray_s"}
     assert all(0 <= float(figures[f"{e}_gis"]) <= 1 for e in ("serial", "process", "ray"))
     assert figures["identical_across_engines"] == "true"
+
+
+def test_ray_engine_without_an_address_starts_a_lean_local_ray(serial_run, tmp_path, monkeypatch):
+    """No --address and no RAY_ADDRESS: ladle starts a local Ray of its own (worker prestart and idle-worker
+    killing off), trains the same weights, and shuts it down."""
+    ray = pytest.importorskip("ray")
+    from ladle.engines import ray_cluster
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    started = []
+    real_start = ray_cluster.start_local
+
+    def start_and_check(*args, **kwargs):
+        real_start(num_cpus=2)
+        started.append(ray.is_initialized())
+
+    monkeypatch.setattr(ray_cluster, "start_local", start_and_check)
+    out = tmp_path / "ray-local"
+    api.run(config(name="ray"), out)
+    assert started == [True] and not ray.is_initialized()
+    assert weights(out) == weights(serial_run)
+    assert ray_cluster.LOCAL_SYSTEM_CONFIG == {"enable_worker_prestart": False,
+                                               "idle_worker_killing_time_threshold_ms": 3_600_000}

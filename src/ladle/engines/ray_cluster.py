@@ -96,7 +96,7 @@ def _connect(address: str) -> bool:
 # small machine: raylet prestarts workers for queued tasks, and kills workers idle for a second once there are
 # more than CPUs (the progress queue's actor counts). Each such worker imports Python, Ray and then torch,
 # on the cores the training tasks use (measured on csbm-arxiv, 2 cores: 52-55 s for 4 ingredients with the
-# defaults, 48-50 s without). A cluster started by ``ray start`` keeps its own settings
+# defaults, 48-52 s without). A cluster started by ``ray start`` keeps its own settings
 # (``RAY_enable_worker_prestart=0`` and ``RAY_idle_worker_killing_time_threshold_ms`` there do the same).
 LOCAL_SYSTEM_CONFIG = {"enable_worker_prestart": False, "idle_worker_killing_time_threshold_ms": 3_600_000}
 
@@ -106,7 +106,7 @@ def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> Non
     import ray
 
     ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, logging_level=logging.WARNING,
-             configure_logging=False, _system_config=LOCAL_SYSTEM_CONFIG)
+             configure_logging=False, _system_config=dict(LOCAL_SYSTEM_CONFIG))  # Ray adds keys to it
 
 
 def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",
