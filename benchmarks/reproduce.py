@@ -13,12 +13,15 @@ written above their tables, so any one table can be rerun alone), then renders t
 5. soup time against graph size (``soup_speed.py`` at several sizes).
 
     python benchmarks/reproduce.py --quick     # under 20 minutes on 2 cores: fewer epochs, smaller graphs
-    python benchmarks/reproduce.py             # the full figures: estimated at about 6 hours on 2 cores (not yet measured)
+    python benchmarks/reproduce.py             # the full figures: about 4 hours on 2 cores
     python benchmarks/reproduce.py --quick --sections small,size   # some sections only
+    python benchmarks/reproduce.py --resume    # reuse the sections an earlier (stopped) run finished
 
-Raw records and run directories go under --work (kept, so a stopped full run resumes the small-graph
-sweep where it stopped); the report and its PNGs go to --out and the folder beside it. The last
-line is key=value pairs.
+Raw records, run directories and each finished section go under --work (kept: ``--resume`` skips the
+sections already done, and the small-graph sweep resumes where it stopped); the report and its PNGs
+go to --out (docs/RESULTS.md for --quick, docs/full/RESULTS.md for the full mode) and the folder
+beside it. The report's header gives the time of every section it holds and says which were reused.
+The last line is key=value pairs.
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -39,6 +43,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 SOUPS = "uniform,greedy,gis,learned,pls,ensemble"
 LARGE_HARD = "signal=0.6,homophily=0.6"
+# What the report says of the full mode's duration; its sections' measured times are in its headings.
+FULL_DURATION = ("about 4 hours on 2 cores: on 2026-12-04 speed took 66 minutes, large 30, size 4, scaling 3, "
+                 "and the small-graph sweep about 2 hours")
 
 # What each mode runs: the arguments of each script. ``smoke`` is for the test that keeps this script working.
 MODES = {
@@ -66,6 +73,10 @@ MODES = {
     },
 }
 SECTIONS = ("small", "large", "scaling", "speed", "size")
+RESUMABLE = {"small"}  # sections that keep their finished work when stopped (accuracy.py's records)
+# Each mode's report has its own folder, so the two keep their plots (same names) apart.
+DEFAULT_OUT = {"full": REPO / "docs" / "full" / "RESULTS.md", "quick": REPO / "docs" / "RESULTS.md",
+               "smoke": REPO / "runs" / "smoke" / "RESULTS.md"}
 
 
 # ---------------------------------------------------------------- running
@@ -119,7 +130,10 @@ def run_script(script: str, args: list[str], log: Path) -> dict:
 
 def relative(arg: str) -> str:
     """This machine's paths as a reader can type them: relative to the repository root."""
-    return arg.replace(f"{REPO}/", "").replace(f"{REPO.parent}/", "../")
+    for prefix, shown in ((f"{REPO}/", ""), (f"{REPO.parent}/", "../")):
+        if arg.startswith(prefix):
+            return shown + arg[len(prefix):]
+    return arg
 
 
 def key_values(line: str) -> dict:
@@ -326,7 +340,59 @@ def plot_size(points: list[tuple], path: Path) -> None:
 def heading(title: str, ran: dict) -> str:
     command = ran["command"]
     return (f"## {title}\n\n```\n{command}\n```\n\n"
-            f"Ran {ran['date']}, {ran['seconds'] / 60:.1f} min, on {MACHINE['summary']}.\n")
+            f"Ran {ran['date']}, {ran['seconds'] / 60:.1f} min, on {MACHINE['summary']}, commit {MACHINE['commit']}.\n")
+
+
+# ---------------------------------------------------------------- finished sections
+
+# A full run takes hours on 2 cores, so each finished section is kept under --work and ``--resume`` reuses it
+# instead of running it again: a stopped run loses at most the section it was in.
+
+
+def run_section(section: str, mode: dict, work: Path, plots: Path, resume: bool) -> dict:
+    """Run one section, or reuse its saved record; either way its plots end up in ``plots``."""
+    saved, staged = work / "sections" / f"{section}.json", work / "sections" / section
+    if resume and saved.exists():
+        record = json.loads(saved.read_text())
+        print(f"reusing the {section} section of {record['date']} (commit {record['commit']}) from {saved}",
+              file=sys.stderr)
+        record["reused"] = True
+    else:
+        from ladle.store import atomic_write
+
+        # The small-graph sweep keeps its finished records when stopped, so with --resume the time its stopped
+        # attempts spent counts towards the section (the record in flight when stopped is counted twice).
+        stopped = work / "sections" / f"{section}.stopped.json"
+        before = json.loads(stopped.read_text()) if resume and section in RESUMABLE and stopped.exists() else []
+        shutil.rmtree(staged, ignore_errors=True)
+        staged.mkdir(parents=True)
+        start = time.perf_counter()
+        try:
+            body, figures = globals()[section](mode, work, staged)
+        except BaseException:  # Ctrl-C, SIGTERM (made SystemExit in main) or a failed script
+            atomic_write(stopped, json.dumps(before + [time.perf_counter() - start]).encode())
+            raise
+        record = {"section": section, "body": body, "figures": figures,
+                  "seconds": time.perf_counter() - start + sum(before), "attempts": len(before) + 1,
+                  "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+                  "commit": MACHINE["commit"]}
+        atomic_write(saved, json.dumps(record).encode())
+        stopped.unlink(missing_ok=True)
+        record["reused"] = False
+    for png in sorted(staged.glob("*.png")):
+        shutil.copyfile(png, plots / png.name)
+    return record
+
+
+def duration_line(name: str, records: list[dict]) -> str:
+    """How long the report took to make: the sum of its sections, and which of them came from earlier runs."""
+    minutes = sum(r["seconds"] for r in records) / 60
+    reused = [f"{r['section']} ({r['date']}, commit {r['commit']})" for r in records if r["reused"]]
+    resumed = [f"{r['section']} ({r['attempts']} attempts)" for r in records if r.get("attempts", 1) > 1]
+    line = f"The {name} mode took {minutes:.1f} minutes in all, the sum of its sections' times"
+    line += f"; reused from earlier runs with `--resume`: {', '.join(reused)}" if reused else ""
+    line += f"; resumed after a stop, their attempts' times added: {', '.join(resumed)}" if resumed else ""
+    return line + "."
 
 
 # ---------------------------------------------------------------- main
@@ -339,42 +405,43 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="smaller graphs and fewer epochs: under 20 minutes")
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tiny inputs, for the test
     parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated from {', '.join(SECTIONS)}")
-    parser.add_argument("--out", default=str(REPO / "docs" / "RESULTS.md"))
+    parser.add_argument("--out", help="the report (default docs/RESULTS.md; docs/full/RESULTS.md in full mode)")
     parser.add_argument("--work", default=str(REPO / "runs" / "reproduce"))
+    parser.add_argument("--resume", action="store_true",
+                        help="reuse the sections a stopped or earlier run of this mode finished under --work")
     parser.add_argument("--root", default=str(REPO.parent / "shared" / "data" / "planetoid"),
                         help="folder holding Cora/ and CiteSeer/ raw files")
     args = parser.parse_args(argv)
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
-    sections = [s.strip() for s in args.sections.split(",") if s.strip()]
-    unknown = [s for s in sections if s not in SECTIONS]
+    asked = {s.strip() for s in args.sections.split(",") if s.strip()}
+    unknown = sorted(asked - set(SECTIONS))
+    sections = [s for s in SECTIONS if s in asked]  # the report's order, whatever the order asked
     if unknown:
         parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
-    mode, work, out = {**MODES[name], "root": args.root}, Path(args.work).resolve() / name, Path(args.out).resolve()
+    mode, work = {**MODES[name], "root": args.root}, Path(args.work).resolve() / name
+    out = Path(args.out or DEFAULT_OUT[name]).resolve()
     plots = out.parent / "results"
     work.mkdir(parents=True, exist_ok=True)
     plots.mkdir(parents=True, exist_ok=True)
     MACHINE.update(machine())
-    start = time.perf_counter()
-    bodies, figures = [], {}
-    for section in sections:
-        body, found = globals()[section](mode, work, plots)
-        bodies.append(body)
-        figures.update(found)
-    minutes = (time.perf_counter() - start) / 60
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so a stopped section records its time
+    records = [run_section(section, mode, work, plots, args.resume) for section in sections]
+    figures = {k: v for r in records for k, v in r["figures"].items()}
+    minutes = sum(r["seconds"] for r in records) / 60
     flag = {"full": "", "quick": " --quick", "smoke": " --smoke"}[name]
     header = [
         "# Results", "",
-        f"Generated by `python benchmarks/reproduce.py{flag}` ({name} mode, {minutes:.0f} minutes) on "
-        f"{datetime.date.today().isoformat()}, commit {MACHINE['commit']}.", "",
+        f"Generated by `python benchmarks/reproduce.py{flag}` on {datetime.date.today().isoformat()}, "
+        f"commit {MACHINE['commit']}. {duration_line(name, records)}", "",
         f"Machine: {MACHINE['summary']}; Python {MACHINE['python']}, torch {MACHINE['torch']}, "
         f"PyG {MACHINE['pyg']}. Machines are noisy: compare the ratios measured side by side in one run, not "
         "absolute times across machines. Accuracies are exact for the given seeds on CPU.", "",
         "Quick mode uses fewer epochs and smaller graphs than the full mode; `python benchmarks/reproduce.py` "
-        "(estimated at about 6 hours on 2 cores, not yet measured) regenerates the full figures. Each table can "
-        "be rerun alone with the command above it.", ""]
+        f"({FULL_DURATION}) regenerates the full figures. Each table can be rerun alone with the command above it.",
+        ""]
     from ladle.store import atomic_write
 
-    atomic_write(out, ("\n".join(header + ["\n\n".join(bodies)]) + "\n").encode())
+    atomic_write(out, ("\n".join(header + ["\n\n".join(r["body"] for r in records)]) + "\n").encode())
     print(f"wrote {out}", file=sys.stderr)
     figures.update({"mode": name, "minutes": round(minutes, 1)})
     print(" ".join(f"{k}={v}" for k, v in figures.items()))

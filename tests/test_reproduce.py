@@ -1,19 +1,28 @@
 """benchmarks/reproduce.py end to end on tiny inputs: every section runs, and the report it writes has each
 table under its command, the machine and the date, and every plot it links."""
+import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def reproduce(tmp_path, planetoid_root, *extra):
+    command = [sys.executable, str(ROOT / "benchmarks" / "reproduce.py"), "--smoke", "--work", str(tmp_path / "work"),
+               "--root", str(planetoid_root), *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 def test_reproduce_writes_every_section_with_its_command_and_plots(tmp_path, planetoid_root):
     out = tmp_path / "docs" / "RESULTS.md"
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "reproduce.py"), "--smoke", "--out", str(out),
-                           "--work", str(tmp_path / "work"), "--root", str(planetoid_root)],
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = reproduce(tmp_path, planetoid_root, "--out", str(out))
     figures = dict(item.split("=", 1) for item in done.stdout.splitlines()[-1].split())
     assert figures["mode"] == "smoke" and figures["identical"] == "true"
     for key in ("gcn_cora_best_ingredient", "speedup", "memory_ratio", "speedup_gcn", "speedup_sage",
@@ -39,3 +48,58 @@ def test_reproduce_writes_every_section_with_its_command_and_plots(tmp_path, pla
     rows = [line for line in report.splitlines() if line.startswith("| Cora | gcn |")]
     best = float(rows[0].split("|")[4].split("±")[0])
     assert abs(best - float(figures["gcn_cora_best_ingredient"])) < 0.006
+
+    assert "reused" not in report.split("\n\n")[1]
+
+    # --resume reuses every finished section (nothing reruns, so the tables are the same) and says so; the
+    # duration it reports is the sum of the sections' own times
+    again = reproduce(tmp_path, planetoid_root, "--out", str(tmp_path / "again.md"), "--resume",
+                      "--sections", "size,small")
+    assert again.stderr.count("reusing the ") == 2 and "$ python" not in again.stderr
+    resumed = (tmp_path / "again.md").read_text()
+    header, *bodies = resumed.split("\n## ")
+    assert "reused from earlier runs with `--resume`: small (" in header and ", size (" in header
+    assert [b.split("\n")[0] for b in bodies] == [titles[0], titles[4]]  # the report's order, not the order asked
+    assert all(f"## {body}".strip() in report for body in bodies)
+    links = re.findall(r"\]\((results/[^)]+\.png)\)", resumed)
+    assert "results/small_soups.png" in links and "results/soup_time_vs_size.png" in links
+    for link in links:  # the reused sections' plots come along to the new report's folder
+        assert (tmp_path / link).read_bytes() == (out.parent / link).read_bytes(), link
+    sections = [json.loads(p.read_text()) for p in sorted((tmp_path / "work" / "smoke" / "sections").glob("*.json"))]
+    assert len(sections) == 5
+    minutes = sum(s["seconds"] for s in sections if s["section"] in ("small", "size")) / 60
+    assert f"took {minutes:.1f} minutes in all" in header
+
+
+def test_a_stopped_small_sweep_adds_its_time_when_resumed(tmp_path, monkeypatch):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import reproduce
+
+    monkeypatch.setitem(reproduce.MACHINE, "commit", "abc1234")
+    calls = []
+
+    def section(mode, work, plots):
+        calls.append(len(calls))
+        if len(calls) == 1:
+            time.sleep(0.2)
+            raise KeyboardInterrupt  # stopped half way
+        return "## a section", {"figure": 1}
+
+    monkeypatch.setattr(reproduce, "small", section)
+    monkeypatch.setattr(reproduce, "large", section)
+    plots = tmp_path / "plots"
+    plots.mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        reproduce.run_section("small", {}, tmp_path, plots, resume=True)
+    stopped = json.loads((tmp_path / "sections" / "small.stopped.json").read_text())
+    assert len(stopped) == 1 and stopped[0] >= 0.2
+    record = reproduce.run_section("small", {}, tmp_path, plots, resume=True)
+    assert record["attempts"] == 2 and record["seconds"] >= stopped[0] and not record["reused"]
+    assert not (tmp_path / "sections" / "small.stopped.json").exists()
+    assert "small (2 attempts)" in reproduce.duration_line("full", [record])
+    assert reproduce.run_section("small", {}, tmp_path, plots, resume=True)["reused"] and len(calls) == 2
+
+    # a section that starts again from scratch does not count the time of its stopped attempts
+    (tmp_path / "sections" / "large.stopped.json").write_text("[100.0]")
+    record = reproduce.run_section("large", {}, tmp_path, plots, resume=True)
+    assert record["attempts"] == 1 and record["seconds"] < 100
