@@ -1,10 +1,16 @@
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
 import torch
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
+
+# A shell without job control starts `pytest &` with SIGINT ignored, and the ladle runs the tests start
+# inherit that, so the tests that press Ctrl-C would see it ignored. Deliver it as a terminal would.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
