@@ -72,7 +72,7 @@ def test_reproduce_writes_every_section_with_its_command_and_plots(tmp_path, pla
 
 
 def test_a_stopped_small_sweep_adds_its_time_when_resumed(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import reproduce
 
     monkeypatch.setitem(reproduce.MACHINE, "commit", "abc1234")
@@ -96,7 +96,7 @@ def test_a_stopped_small_sweep_adds_its_time_when_resumed(tmp_path, monkeypatch)
     record = reproduce.run_section("small", {}, tmp_path, plots, resume=True)
     assert record["attempts"] == 2 and record["seconds"] >= stopped[0] and not record["reused"]
     assert not (tmp_path / "sections" / "small.stopped.json").exists()
-    assert "small (2 attempts)" in reproduce.duration_line("full", [record])
+    assert "small (2 attempts)" in reproduce.duration_line("full", [record], record["seconds"] / 60)
     assert reproduce.run_section("small", {}, tmp_path, plots, resume=True)["reused"] and len(calls) == 2
 
     # a section that starts again from scratch does not count the time of its stopped attempts
