@@ -13,7 +13,7 @@ written above their tables, so any one table can be rerun alone), then renders t
 5. soup time against graph size (``soup_speed.py`` at several sizes).
 
     python benchmarks/reproduce.py --quick     # under 20 minutes on 2 cores: fewer epochs, smaller graphs
-    python benchmarks/reproduce.py             # the full figures: about 4 hours on 2 cores
+    python benchmarks/reproduce.py             # the full figures: about 3.5 hours on 2 cores
     python benchmarks/reproduce.py --quick --sections small,size   # some sections only
     python benchmarks/reproduce.py --resume    # reuse the sections an earlier (stopped) run finished
 
@@ -44,8 +44,8 @@ REPO = HERE.parent
 SOUPS = "uniform,greedy,gis,learned,pls,ensemble"
 LARGE_HARD = "signal=0.6,homophily=0.6"
 # What the report says of the full mode's duration; its sections' measured times are in its headings.
-FULL_DURATION = ("about 4 hours on 2 cores: on 2026-12-04 speed took 66 minutes, large 30, size 4, scaling 3, "
-                 "and the small-graph sweep about 2 hours")
+FULL_DURATION = ("about 3.5 hours on 2 cores: on 2026-12-04 the small-graph sweep took 104 minutes, speed 66 "
+                 "(24 of them training its ingredients), large 30, size 4 and scaling 3")
 
 # What each mode runs: the arguments of each script. ``smoke`` is for the test that keeps this script working.
 MODES = {
@@ -374,6 +374,7 @@ def run_section(section: str, mode: dict, work: Path, plots: Path, resume: bool)
             raise
         record = {"section": section, "body": body, "figures": figures,
                   "seconds": time.perf_counter() - start + sum(before), "attempts": len(before) + 1,
+                  "stopped_seconds": sum(before),
                   "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
                   "commit": MACHINE["commit"]}
         atomic_write(saved, json.dumps(record).encode())
@@ -382,6 +383,17 @@ def run_section(section: str, mode: dict, work: Path, plots: Path, resume: bool)
     for png in sorted(staged.glob("*.png")):
         shutil.copyfile(png, plots / png.name)
     return record
+
+
+def section_text(record: dict) -> str:
+    """A section's body; a resumed one says what its stopped attempts added to the time under its heading."""
+    stopped = record.get("stopped_seconds", 0.0)
+    if record.get("attempts", 1) == 1 or not stopped:
+        return record["body"]
+    before = record["attempts"] - 1
+    return (record["body"] + f"\n\nThis section was resumed after {before} stopped attempt{'s' * (before > 1)}: "
+            f"the time above is its last attempt; with the {stopped / 60:.1f} min before it, "
+            f"{record['seconds'] / 60:.1f} min in all.")
 
 
 def duration_line(name: str, records: list[dict], minutes: float) -> str:
@@ -440,7 +452,7 @@ def main(argv=None) -> int:
         ""]
     from ladle.store import atomic_write
 
-    atomic_write(out, ("\n".join(header + ["\n\n".join(r["body"] for r in records)]) + "\n").encode())
+    atomic_write(out, ("\n".join(header + ["\n\n".join(section_text(r) for r in records)]) + "\n").encode())
     print(f"wrote {out}", file=sys.stderr)
     figures.update({"mode": name, "minutes": round(minutes, 1)})
     print(" ".join(f"{k}={v}" for k, v in figures.items()))

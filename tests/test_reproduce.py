@@ -97,9 +97,14 @@ def test_a_stopped_small_sweep_adds_its_time_when_resumed(tmp_path, monkeypatch)
     assert record["attempts"] == 2 and record["seconds"] >= stopped[0] and not record["reused"]
     assert not (tmp_path / "sections" / "small.stopped.json").exists()
     assert "small (2 attempts)" in reproduce.duration_line("full", [record], record["seconds"] / 60)
+    assert record["stopped_seconds"] == stopped[0]
+    note = reproduce.section_text(record).removeprefix("## a section")
+    assert f"after 1 stopped attempt: the time above is its last attempt; with the {stopped[0] / 60:.1f} min" in note
+    assert f"{record['seconds'] / 60:.1f} min in all" in note
     assert reproduce.run_section("small", {}, tmp_path, plots, resume=True)["reused"] and len(calls) == 2
 
     # a section that starts again from scratch does not count the time of its stopped attempts
     (tmp_path / "sections" / "large.stopped.json").write_text("[100.0]")
     record = reproduce.run_section("large", {}, tmp_path, plots, resume=True)
     assert record["attempts"] == 1 and record["seconds"] < 100
+    assert reproduce.section_text(record) == "## a section"
