@@ -388,8 +388,8 @@ def run_section(section: str, mode: dict, work: Path, plots: Path, resume: bool)
 
 def section_text(record: dict) -> str:
     """A section's body; a resumed one says what its stopped attempts added to the time under its heading."""
-    stopped = record.get("stopped_seconds", 0.0)
-    if record.get("attempts", 1) == 1 or not stopped:
+    stopped = record.get("stopped_seconds", 0.0)  # 0 when it ran in one attempt
+    if not stopped:
         return record["body"]
     before = record["attempts"] - 1
     return (record["body"] + f"\n\nThis section was resumed after {before} stopped attempt{'s' * (before > 1)}: "
