@@ -160,20 +160,51 @@ def test_graph_payload_round_trips():
     assert all(torch.equal(a, b) for a, b in zip(back.csr(), g.csr()))
 
 
-def test_gpu_smoke_script_runs_every_engine_on_the_cpu(ray_cluster):
-    """benchmarks/gpu_smoke.sh has no GPU here: LADLE_SMOKE_DEVICE=cpu runs its steps on the CPU, every engine
-    (Ray through RAY_ADDRESS), and on the CPU the engines' weights must be identical."""
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_smoke.sh"
-    env = {**os.environ, "LADLE_SMOKE_DEVICE": "cpu", "RAY_ADDRESS": ray_cluster,
+def test_gpu_script_runs_every_step_tiny_on_the_cpu(ray_cluster, tmp_path):
+    """benchmarks/gpu.sh has no GPU here: LADLE_SMOKE_DEVICE=cpu runs every step tiny on the CPU, Ray through
+    RAY_ADDRESS, each step's line written to $OUT/gpu.txt; on the CPU the engines' weights must be identical and
+    the sparse and edge-list full-batch runs must agree."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu.sh"
+    env = {**os.environ, "LADLE_SMOKE_DEVICE": "cpu", "RAY_ADDRESS": ray_cluster, "OUT": str(tmp_path),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    done = subprocess.run(["bash", str(script), "csbm:nodes=400,classes=3,features=8"], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    figures = dict(pair.split("=", 1) for pair in done.stdout.strip().splitlines()[-1].split())
-    assert figures["device"] == "cpu"
-    assert {k for k in figures if k.endswith("_s")} == {"serial_s", "process_s", "ray_s"}
-    assert all(0 <= float(figures[f"{e}_gis"]) <= 1 for e in ("serial", "process", "ray"))
-    assert figures["identical_across_engines"] == "true"
+    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1].startswith("steps=5 failed=0 device=cpu")
+    lines = (tmp_path / "gpu.txt").read_text().splitlines()
+    steps = {}
+    for line in lines:
+        figures = dict(pair.split("=", 1) for pair in line.split())
+        steps[figures.pop("step")] = figures
+    assert list(steps) == ["env", "throughput", "fullbatch", "gis", "smoke"]
+    assert all("status" not in figures for figures in steps.values())
+    assert steps["env"]["cuda"] == "False" and steps["env"]["ray"] != "missing"
+    smoke = steps["smoke"]
+    assert {k for k in smoke if k.endswith("_s")} == {"serial_s", "process_s", "ray_s"}
+    assert all(0 <= float(smoke[f"{e}_gis"]) <= 1 for e in ("serial", "process", "ray"))
+    assert smoke["identical_across_engines"] == "true" and float(smoke["max_weight_diff"]) == 0
+    throughput = steps["throughput"]
+    for run in ("alone", "sequential", "concurrent"):
+        assert float(throughput[f"{run}_epochs_per_s"]) > 0 and float(throughput[f"{run}_span_s"]) > 0
+    full = steps["fullbatch"]
+    assert abs(float(full["sparse_val"]) - float(full["edge_list_val"])) < 0.02
+    assert steps["gis"]["identical"] == "true" and float(steps["gis"]["speedup_gcn"]) > 0
+    assert "=== smoke" in (tmp_path / "gpu.log").read_text()
+
+
+def test_gpu_workers_are_spawned_and_a_spawned_worker_trains_the_same_weights(serial_run, tmp_path, monkeypatch):
+    """CUDA cannot start in a child forked after its parent touched the driver (the H200 run showed the preloaded
+    forkserver does), so GPU workers are spawned; on the CPU a spawned worker trains the serial run's weights."""
+    import torch.multiprocessing as mp
+
+    from ladle.engines import process
+
+    assert process.context("cuda").get_start_method() == "spawn"
+    assert process.context("cuda:1").get_start_method() == "spawn"
+    assert process.context("cpu").get_start_method() == "forkserver"
+    monkeypatch.setattr(process, "context", lambda device="cpu": mp.get_context("spawn"))
+    out = tmp_path / "spawned"
+    api.run(config(workers=2), out)
+    assert weights(out) == weights(serial_run)
 
 
 def test_ray_engine_without_an_address_starts_a_lean_local_ray(serial_run, tmp_path, monkeypatch):

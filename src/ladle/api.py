@@ -47,7 +47,7 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
     engine = config.engine
     runner = get_engine(engine.resolved)
     if hasattr(runner, "prepare"):
-        runner.prepare()  # local workers get ready while the graph loads
+        runner.prepare(config.device)  # local workers get ready while the graph loads
     # The graph first: a dataset that fails to load must not leave an empty run directory behind.
     graph = graph if graph is not None else load_graph(config.dataset, config.root)
     _check_fits_graph(config, graph)

@@ -7,6 +7,7 @@ import torch
 
 from ladle.data import load_graph
 from ladle.evaluation.chunked import chunked_forward
+from ladle.models import graph_input
 from ladle.store import RunDir, load_model
 
 
@@ -24,7 +25,7 @@ def predict(run_dir: str | Path, name: str = "gis") -> list[tuple[int, str, str]
             if config.train.eval_chunk:
                 logits = chunked_forward(model, graph, config.train.eval_chunk)
             else:
-                logits = model(graph.data.x, graph.data.edge_index)
+                logits = model(graph.data.x, graph_input(model, graph))
             probs.append(torch.sigmoid(logits) if multilabel else torch.softmax(logits, -1))
     mean = torch.stack(probs).mean(0)
     split = _split_names(graph)

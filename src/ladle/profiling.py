@@ -38,6 +38,8 @@ def measure(device: str | torch.device = "cpu", interval: float = 0.005):
     try:
         yield usage
     finally:
+        if device.type == "cuda":  # kernels run asynchronously: the block ends when the device is done
+            torch.cuda.synchronize(device)
         usage.seconds = time.perf_counter() - start
         stop.set()
         sampler.join()

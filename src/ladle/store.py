@@ -193,6 +193,8 @@ class RunDir:
             "scores": {"train": record.train, "val": record.val, "test": record.test},
             "best_epoch": record.best_epoch,
             "seconds": record.seconds,
+            "device": record.device,
+            "peak_device_mb": record.peak_device_mb,
             "history": record.history,
         }
         return save_weights(self.ingredients / f"{record.name}.safetensors", record.state, sidecar)

@@ -40,6 +40,8 @@ class IngredientRecord:
     history: list[dict] = field(default_factory=list)
     in_channels: int = 0
     out_channels: int = 0
+    device: str = "cpu"
+    peak_device_mb: float | None = None  # the CUDA allocator's peak while training (None on the CPU)
 
     @property
     def name(self) -> str:
@@ -57,7 +59,8 @@ def loss_fn(graph: Graph, logits: torch.Tensor, y: torch.Tensor, weight: torch.T
 
 def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | None:
     """Loss of one mini-batch: on its seed nodes (``batch_size``) or its masked nodes; None if it has none."""
-    logits = model(batch.x, batch.edge_index, batch.get("edge_weight"), batch.get("layer_ptr"),
+    edges = batch.get("adj_t")  # a full batch's sparse adjacency, where the model takes one
+    logits = model(batch.x, batch.edge_index if edges is None else edges, batch.get("edge_weight"), batch.get("layer_ptr"),
                    batch.get("self_weight"), batch.get("num_sampled_nodes"), batch.get("num_sampled_edges"))
     if batch.get("batch_size") is not None:
         return loss_fn(graph, logits[: batch.batch_size], batch.y[: batch.batch_size])
@@ -76,12 +79,17 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     """
     start = time.perf_counter()
     device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     model = build_model(spec.model, graph.num_features, graph.num_classes, init_seed=spec.init_seed).to(device)
     graph_on_device = graph.to(device)
     train_graph = _training_graph(spec, graph)
-    # Samplers work on the CPU graph; full batches use the graph already on the device.
-    sampler = build_sampler(train_graph.to(device) if spec.sampler.name == "full" else train_graph, spec.sampler,
-                            spec.data_seed, num_layers=spec.model.layers)
+    # Samplers work on the CPU graph; full batches use the graph already on the device (one copy there,
+    # and one sparse adjacency, shared with validation, when the ingredient trains on the whole graph).
+    if spec.sampler.name == "full":
+        train_graph = graph_on_device if train_graph is graph else train_graph.to(device)
+    sampler = build_sampler(train_graph, spec.sampler, spec.data_seed, num_layers=spec.model.layers,
+                            adjacency=model.adjacency)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
     seed_everything(spec.data_seed)  # dropout draws from here on are this ingredient's own
 
@@ -99,7 +107,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             losses.append(float(loss.detach()))
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
             scores = split_scores(model, graph_on_device, ("train", "val"), spec.train.eval_chunk)
-            history.append({"epoch": epoch, "loss": sum(losses) / max(len(losses), 1), **scores})
+            history.append({"epoch": epoch, "loss": sum(losses) / max(len(losses), 1), **scores,
+                            "seconds": round(time.perf_counter() - start, 3)})
             if scores["val"] > best_val:
                 best_val, best_epoch = scores["val"], epoch
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
@@ -109,9 +118,10 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     model.load_state_dict(best_state)
     final = split_scores(model, graph_on_device, chunk_size=spec.train.eval_chunk)
     seconds = time.perf_counter() - start
+    peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
     log.info("%s: best val %.4f at epoch %d (%.1fs)", spec.name, final["val"], best_epoch, seconds)
     return IngredientRecord(spec, best_state, final["val"], final["test"], final["train"], best_epoch, seconds,
-                            history, graph.num_features, graph.num_classes)
+                            history, graph.num_features, graph.num_classes, str(device), peak)
 
 
 def _training_graph(spec: IngredientSpec, graph: Graph) -> Graph:

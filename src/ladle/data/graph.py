@@ -1,7 +1,9 @@
 """The Graph every later stage receives: a PyG ``Data`` plus what the task is and how it is scored."""
 from __future__ import annotations
 
+import copy
 import hashlib
+import warnings
 from dataclasses import dataclass, field, replace
 
 import torch
@@ -35,6 +37,7 @@ class Graph:
     metric: str
     fingerprint: str
     _csr: tuple | None = field(default=None, repr=False, compare=False)
+    _adj: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def num_nodes(self) -> int:
@@ -57,11 +60,46 @@ class Graph:
             self._csr = (rowptr, col)
         return self._csr
 
+    def __getstate__(self) -> dict:
+        # The adjacencies are a cache: a worker builds its own where it needs one, on its own device.
+        return {**self.__dict__, "_adj": {}}
+
+    def adj_t(self, kind: str = "plain") -> torch.Tensor:
+        """The [N, N] sparse CSR adjacency that whole-graph passes propagate with, built once and cached.
+
+        PyG's ``adj_t`` convention: row ``i`` holds ``i``'s in-neighbours. The edges are symmetric,
+        so this is the CSR of :meth:`csr` itself, on the graph's device, float32 values:
+
+        - ``plain``: ones (SAGE's mean and GIN's sum aggregate over it);
+        - ``gcn``: ``D^-1/2 (A + I) D^-1/2`` with ``D`` the degrees counting the self-loop, the
+          propagation of Kipf & Welling's GCN, normalised here once instead of in every forward.
+
+        The tensor carries ``ladle_kind`` so a model can tell a normalised adjacency from a raw one.
+        """
+        if kind not in ADJACENCY_KINDS:
+            raise ValueError(f"unknown adjacency kind {kind!r}; choose from {', '.join(ADJACENCY_KINDS)}")
+        if kind not in self._adj:
+            rowptr, col = self.csr()
+            dtype, n = self.data.x.dtype, self.num_nodes
+            row, col = _row_sorted(rowptr, col, n)
+            if kind == "plain":
+                adj = csr_tensor(rowptr, col, torch.ones(col.numel(), dtype=dtype, device=col.device), (n, n))
+            else:
+                adj = _gcn_adjacency(rowptr, row, col, n, dtype)
+            adj.ladle_kind = kind
+            self._adj[kind] = adj
+        return self._adj[kind]
+
     def to(self, device) -> Graph:
-        device = torch.device(device)
-        if self.data.x.device == device:
+        """This graph on ``device`` (itself when already there; ``cuda`` matches any ``cuda:N``), as a new Graph.
+
+        PyG's ``Data.to`` moves tensors in place, so a shallow copy is moved: the graph it was called on
+        stays where it was (a sampler may still be reading it on the CPU).
+        """
+        device, here = torch.device(device), self.data.x.device
+        if device.type == here.type and device.index in (None, here.index):
             return self
-        return replace(self, data=self.data.to(device), _csr=None)
+        return replace(self, data=copy.copy(self.data).to(device), _csr=None, _adj={})
 
     def mask(self, split: str) -> torch.Tensor:
         return getattr(self.data, f"{split}_mask")
@@ -81,6 +119,47 @@ class Graph:
             "test": int(d.test_mask.sum()),
             "fingerprint": self.fingerprint,
         }
+
+
+ADJACENCY_KINDS = ("plain", "gcn")
+
+
+def _row_sorted(rowptr: torch.Tensor, col: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(row, col) of a CSR, the columns sorted within each row: canonical graphs already are (one check);
+    a part graph's rows are sorted but not always its columns (one sort)."""
+    count = rowptr[1:] - rowptr[:-1]
+    row = torch.repeat_interleave(torch.arange(n, device=col.device), count, output_size=col.numel())
+    if bool(((col[1:] <= col[:-1]) & (row[1:] == row[:-1])).any()):
+        col = col[torch.argsort(row * n + col)]
+    return row, col
+
+
+def _gcn_adjacency(rowptr: torch.Tensor, row: torch.Tensor, col: torch.Tensor, n: int, dtype) -> torch.Tensor:
+    """CSR of D^-1/2 (A + I) D^-1/2 from A's CSR (columns sorted in each row), without a sort.
+
+    Row ``r`` gains one entry, its self-loop, placed after the neighbours smaller than ``r``, so
+    the columns stay sorted: an edge keeps its rank in the row, shifted by one when it lies
+    past the diagonal.
+    """
+    device = col.device
+    count = rowptr[1:] - rowptr[:-1]
+    before = torch.zeros(n, dtype=torch.long, device=device).index_add_(0, row, (col < row).long())
+    new_rowptr = rowptr + torch.arange(n + 1, device=device)
+    edge_slot = new_rowptr[row] + (torch.arange(col.numel(), device=device) - rowptr[row]) + (col > row).long()
+    loop_slot = new_rowptr[:-1] + before
+    inv_sqrt = (count + 1).to(dtype).rsqrt()
+    new_col = torch.empty(col.numel() + n, dtype=col.dtype, device=device)
+    values = torch.empty(col.numel() + n, dtype=dtype, device=device)
+    new_col[edge_slot], values[edge_slot] = col, inv_sqrt[row] * inv_sqrt[col]
+    new_col[loop_slot], values[loop_slot] = torch.arange(n, device=device), inv_sqrt * inv_sqrt
+    return csr_tensor(new_rowptr, new_col, values, (n, n))
+
+
+def csr_tensor(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, size) -> torch.Tensor:
+    """A sparse CSR matrix of rows sorted by construction (no invariant check; torch calls CSR beta)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
 
 
 def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_classes, task="multiclass",

@@ -31,8 +31,14 @@ log = logging.getLogger(__name__)
 PRELOAD = ["torch", "torch_geometric", "ladle.engines.process", "ladle.train"]
 
 
-def context():
-    """The multiprocessing context workers start from (see the module docstring)."""
+def context(device: str = "cpu"):
+    """The multiprocessing context workers start from (see the module docstring).
+
+    Workers that train on a GPU are spawned: CUDA cannot start in a forked child once its
+    parent has touched the driver, and on a GPU machine importing the preloaded modules may.
+    """
+    if device.startswith("cuda"):
+        return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)
     return ctx
@@ -127,10 +133,13 @@ def _signals_deferred():
             signal.raise_signal(sig)
 
 
-def prepare() -> None:
-    """Start the forkserver if it is not running (early, its imports overlap the loading of the graph)."""
+def prepare(device: str = "cpu") -> None:
+    """Start the forkserver if it is not running (early, its imports overlap the loading of the graph);
+    nothing for GPU workers, which are spawned."""
     from multiprocessing import forkserver
 
+    if context(device).get_start_method() != "forkserver":
+        return
     context()
     with _signals_ignored():
         forkserver.ensure_running()
@@ -144,7 +153,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
     Each worker reports on its own pipe, whose only write end it holds: one shared queue would
     share a lock, and a worker killed while holding it would hang every other worker.
     """
-    ctx = context()
+    ctx = context(device)
     share(graph)
     pending, attempts = deque(specs), Counter()
     running: dict = {}  # process -> (spec, slot, the read end of its pipe)
@@ -162,7 +171,8 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                 process = ctx.Process(target=_worker, daemon=True, name=f"ladle-{spec.name}",
                                       args=(spec, graph, store, device, engine.threads, slot, writer, os.getpid()))
                 running[process] = (spec, slot, reader)  # first, so a Ctrl-C just after start still stops it
-                prepare()  # the forkserver may have died since (killed with the process group)
+                if ctx.get_start_method() == "forkserver":
+                    prepare()  # the forkserver may have died since (killed with the process group)
                 with _signals_deferred():
                     process.start()
                 writer.close()  # so the worker's death ends its stream, even in the middle of a message

@@ -16,7 +16,7 @@ from ladle.config import ModelConfig
 from ladle.data.graph import Graph
 from ladle.evaluation.chunked import chunked_forward
 from ladle.evaluation.metrics import score_logits
-from ladle.models import build_model
+from ladle.models import build_model, graph_input
 
 State = dict[str, Tensor]
 Mix = Sequence[tuple[float, State]]
@@ -56,7 +56,7 @@ def split_scores(model: torch.nn.Module, graph: Graph, splits=("train", "val", "
             logits = torch.zeros(graph.num_nodes, model.out_channels, device=graph.data.x.device)
             logits[wanted] = chunked_forward(model, graph, chunk_size, wanted)
         else:
-            logits = model(graph.data.x, graph.data.edge_index)
+            logits = model(graph.data.x, graph_input(model, graph))
     model.train(was_training)
     y = graph.data.y
     return {s: score_logits(graph.metric, logits[graph.mask(s)], y[graph.mask(s)]) for s in splits}
@@ -80,6 +80,8 @@ class Evaluator:
         self.model = build_model(model_config, graph.num_features, graph.num_classes).to(self.device).eval()
         self.x = graph.data.x.to(self.device)
         self.edge_index = graph.data.edge_index.to(self.device)
+        # Whole-graph forwards propagate with the graph's cached sparse adjacency where the model takes one.
+        self.adj = graph_input(self.model, graph.to(self.device))
         self.mask = graph.mask(split).to(self.device)
         self.y_all = graph.data.y.to(self.device)
         self.y = self.y_all[self.mask]
@@ -93,7 +95,7 @@ class Evaluator:
         if self.chunk_size:
             self.model.load_state_dict(state)
             return chunked_forward(self.model, self.graph, self.chunk_size, self.mask.nonzero().view(-1))
-        return functional_call(self.model, state, (self.x, self.edge_index))[self.mask]
+        return functional_call(self.model, state, (self.x, self.adj))[self.mask]
 
     def score(self, state: State) -> float:
         return score_logits(self.graph.metric, self.logits(state), self.y)
@@ -108,7 +110,7 @@ class Evaluator:
         from torch_geometric.utils import subgraph
 
         if nodes is None:
-            logits, mask, y = functional_call(self.model, state, (self.x, self.edge_index)), self.mask, self.y_all
+            logits, mask, y = functional_call(self.model, state, (self.x, self.adj)), self.mask, self.y_all
         else:
             nodes = nodes.to(self.device)
             edge_index, _ = subgraph(nodes, self.edge_index, relabel_nodes=True, num_nodes=self.graph.num_nodes)

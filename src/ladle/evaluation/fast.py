@@ -40,7 +40,6 @@ mix always runs); the buffers are kept between calls (fresh pages are costly) un
 """
 from __future__ import annotations
 
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -50,6 +49,7 @@ from torch import Tensor
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 from torch_geometric.utils import add_self_loops, remove_self_loops
 
+from ladle.data.graph import csr_tensor
 from ladle.evaluation.evaluator import Evaluator, Mix, State
 from ladle.evaluation.metrics import score_logits
 
@@ -71,13 +71,6 @@ class LayerPlan:
     col: Tensor
     n_out: int
     n_in: int
-
-
-def _csr(crow: Tensor, col: Tensor, values: Tensor, size) -> Tensor:
-    """A CSR matrix of rows sorted by construction (no invariant check; torch calls CSR beta)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
 
 
 def _edge_softmax(alpha: Tensor, plan: LayerPlan) -> Tensor:
@@ -195,7 +188,7 @@ class FastEvaluator(Evaluator):
             row, col, weight = row[order], col[order], weight[order]
             crow = torch.zeros(targets.numel() + 1, dtype=torch.long, device=self.device)
             crow[1:] = torch.cumsum(torch.bincount(row, minlength=targets.numel()), 0)
-            adj = _csr(crow, col, weight, (targets.numel(), inputs.numel()))
+            adj = csr_tensor(crow, col, weight, (targets.numel(), inputs.numel()))
             self.plans[layer] = LayerPlan(adj, row, col, targets.numel(), inputs.numel())
             targets = inputs
         self.input_nodes = targets
@@ -395,7 +388,7 @@ class FastEvaluator(Evaluator):
         alpha = _edge_softmax(alpha, plan)  # [nnz, H]
         by_head = xw.transpose(0, 1).contiguous() if heads > 1 else xw.view(1, -1, channels)
         crow, col = plan.adj.crow_indices(), plan.adj.col_indices()
-        out = [_spmm(_csr(crow, col, alpha[:, k].contiguous(), plan.adj.shape), by_head[k]) for k in range(heads)]
+        out = [_spmm(csr_tensor(crow, col, alpha[:, k].contiguous(), plan.adj.shape), by_head[k]) for k in range(heads)]
         out = torch.cat(out, 1) if heads > 1 else out[0]
         return out.add_(w[p + "bias"])
 

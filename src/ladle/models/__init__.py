@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ladle.config import ModelConfig
-from ladle.models.base import GNN
+from ladle.models.base import GNN, graph_input
 from ladle.models.gat import GAT
 from ladle.models.gcn import GCN
 from ladle.models.gin import GIN
@@ -20,4 +20,4 @@ def build_model(config: ModelConfig, in_channels: int, out_channels: int, *, ini
     return MODELS[config.name](in_channels, out_channels, config)
 
 
-__all__ = ["GAT", "GCN", "GIN", "GNN", "GraphSAGE", "MLP", "MODELS", "build_model"]
+__all__ = ["GAT", "GCN", "GIN", "GNN", "GraphSAGE", "MLP", "MODELS", "build_model", "graph_input"]

@@ -29,6 +29,10 @@ class GNN(nn.Module):
     # neighbour-sampled batch can be trimmed hop by hop (GCN's normalisation also reads the
     # sources' degrees, which trimming would change).
     trims_by_hop = True
+    # The sparse adjacency (:meth:`Graph.adj_t` kind) whole-graph passes feed the layers, one sparse
+    # matrix product per layer instead of gathering a message per edge; None keeps the edge list
+    # (attention computes a value per edge, so GAT has nothing to gain).
+    adjacency: str | None = "plain"
 
     def __init__(self, in_channels: int, out_channels: int, config: ModelConfig):
         super().__init__()
@@ -47,6 +51,10 @@ class GNN(nn.Module):
                 layer_ptr: Tensor | None = None, self_weight: Tensor | None = None,
                 num_sampled_nodes: list[int] | None = None, num_sampled_edges: list[int] | None = None) -> Tensor:
         """x: [N, F] features, edge_index: [2, E], edge_weight: [E] or None -> [N, out_channels] logits.
+
+        ``edge_index`` may instead be a sparse CSR ``adj_t`` [N, N] (PyG's convention; see
+        :func:`graph_input`): each layer is then one sparse matrix product, the same logits to
+        float rounding.
 
         ``edge_weight`` is used by layers that take one and ignored by the others. A layer-wise
         sampled batch (FastGCN, LADIES) also passes ``layer_ptr`` [layers + 1], so that layer i
@@ -71,8 +79,11 @@ class GNN(nn.Module):
         cfg = self.config
         p_in = cfg.dropout if cfg.input_dropout is None else cfg.input_dropout
         x = input_dropout(x, p_in, self.training)
+        sparse = edge_index is not None and edge_index.layout == torch.sparse_csr
         for i, conv in enumerate(self.convs):
-            if layer_ptr is None:
+            if sparse:
+                h = self.sparse_conv(conv, x, edge_index)
+            elif layer_ptr is None:
                 h = conv(x, edge_index, *extra)
             else:
                 lo, hi = int(layer_ptr[i]), int(layer_ptr[i + 1])
@@ -91,6 +102,10 @@ class GNN(nn.Module):
             x = self.finish_layer(i, h, x[:n_out])
         return x
 
+    def sparse_conv(self, conv: nn.Module, x: Tensor, adj_t: Tensor) -> Tensor:
+        """One layer over a sparse ``adj_t``; PyG's layers take it as they take an edge list."""
+        return conv(x, adj_t)
+
     def sampled_conv(self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None,
                      self_weight: Tensor | None) -> Tensor:
         """One layer of a layer-wise sampled batch; layers without edge weights just aggregate the sampled edges."""
@@ -107,6 +122,13 @@ class GNN(nn.Module):
         if self.config.residual and h.shape == x.shape:
             h = h + x
         return F.dropout(h, p=self.config.dropout, training=self.training)
+
+
+def graph_input(model: nn.Module, graph) -> Tensor:
+    """What a whole-graph pass of ``model`` over ``graph`` takes as its second argument: the cached
+    sparse adjacency the model asks for (:attr:`GNN.adjacency`), else the edge list."""
+    kind = getattr(model, "adjacency", None)
+    return graph.adj_t(kind) if kind is not None else graph.data.edge_index
 
 
 def input_dropout(x: Tensor, p: float, training: bool) -> Tensor:

@@ -11,6 +11,7 @@ class GAT(GNN):
     same dropout as the features, as in the paper; ELU activations."""
 
     act = staticmethod(F.elu)
+    adjacency = None  # attention is computed per edge: whole-graph passes keep the edge list
 
     def init_conv(self, in_channels, out_channels, *, last):
         cfg = self.config

@@ -10,9 +10,20 @@ class GCN(GNN):
 
     supports_edge_weight = True
     trims_by_hop = False  # the normalisation reads source degrees, which trimming changes
+    adjacency = "gcn"  # normalised once per graph, not in every forward
 
     def init_conv(self, in_channels, out_channels, *, last):
         return GCNConv(in_channels, out_channels)
+
+    def sparse_conv(self, conv, x, adj_t):
+        # Graph.adj_t("gcn") is already D^-1/2 (A+I) D^-1/2; a raw adjacency is normalised by PyG as usual.
+        if getattr(adj_t, "ladle_kind", None) != "gcn":
+            return conv(x, adj_t)
+        conv.normalize = False
+        try:
+            return conv(x, adj_t)
+        finally:
+            conv.normalize = True
 
     def sampled_conv(self, conv, x, edge_index, edge_weight, self_weight):
         # The sampler's weights already are Â's estimate: propagate them as they are, with the

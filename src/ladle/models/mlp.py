@@ -11,6 +11,7 @@ class _Linear(nn.Linear):
 
 class MLP(GNN):
     trims_by_hop = False  # no edges to trim; the whole batch is a few matmuls anyway
+    adjacency = None  # it reads no edges
 
     def init_conv(self, in_channels, out_channels, *, last):
         return _Linear(in_channels, out_channels)

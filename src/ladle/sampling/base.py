@@ -99,8 +99,10 @@ def subgraph_batch(graph: Graph, nodes: torch.Tensor, index: LocalIndex, edge_in
                 n_id=nodes, loss_mask=data.train_mask[nodes], num_nodes=nodes.numel(), **extra)
 
 
-def build_sampler(graph: Graph, config: SamplerConfig, seed: int, *, num_layers: int = 2, cache_dir=None) -> Sampler:
-    """The sampler ``config`` names; ``num_layers`` is the model's depth (the layer-wise samplers need it)."""
+def build_sampler(graph: Graph, config: SamplerConfig, seed: int, *, num_layers: int = 2, cache_dir=None,
+                  adjacency: str | None = None) -> Sampler:
+    """The sampler ``config`` names; ``num_layers`` is the model's depth (the layer-wise samplers need it),
+    ``adjacency`` the sparse adjacency a full batch carries for the model (see ``GNN.adjacency``)."""
     from ladle.sampling.cluster import ClusterSampler
     from ladle.sampling.full import FullBatch
     from ladle.sampling.layerwise import LayerwiseSampler
@@ -108,7 +110,7 @@ def build_sampler(graph: Graph, config: SamplerConfig, seed: int, *, num_layers:
     from ladle.sampling.saint import SaintSampler
 
     if config.name == "full":
-        return FullBatch(graph)
+        return FullBatch(graph, adjacency)
     if config.name == "neighbor":
         return NeighborSampler(graph, config, seed)
     if config.name == "cluster":
