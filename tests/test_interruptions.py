@@ -62,7 +62,7 @@ def test_sigterm_and_sigint_at_random_points_then_resume(clean, tmp_path):
 
 
 def test_a_full_disk_mid_run_keeps_what_was_written_and_resumes(clean, tmp_path, monkeypatch):
-    import ladle.store
+    import ladle.files
 
     config = build_config({"dataset": DATASET, "ingredients": 3, "train": {"epochs": 150},
                            "model": {"hidden": 8}, "soups": ["uniform", "greedy", "gis"]})
@@ -71,15 +71,15 @@ def test_a_full_disk_mid_run_keeps_what_was_written_and_resumes(clean, tmp_path,
 
     def fsync_until_full(fd):
         calls.append(fd)
-        if len(calls) > 6:  # config and the first ingredient's files fit, then the disk is full
+        if len(calls) > 8:  # config, run.json and the first ingredient's files fit, then the disk is full
             raise OSError(28, "No space left on device")
         real_fsync(fd)
 
-    monkeypatch.setattr(ladle.store.os, "fsync", fsync_until_full)
+    monkeypatch.setattr(ladle.files.os, "fsync", fsync_until_full)
     with pytest.raises(LadleError, match="No space left on device") as err:
         api.run(config, out)
     assert "ladle run --resume" in err.value.fix
-    monkeypatch.setattr(ladle.store.os, "fsync", real_fsync)
+    monkeypatch.setattr(ladle.files.os, "fsync", real_fsync)
     run = RunDir(out)
     assert run.ingredient_names() == ["ingredient-00"]  # finished before the disk filled, and intact
     run.load_ingredient("ingredient-00")  # verifies its checksum

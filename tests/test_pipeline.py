@@ -104,7 +104,7 @@ def test_load_model_and_predict(small_run, tmp_path):
     test_rows = [r for r in rows if r["split"] == "test"]
     acc = sum(int(r["prediction"]) == y[int(r["node"])] for r in test_rows) / len(test_rows)
     assert acc == pytest.approx(json.loads((small_run / "results.json").read_text())["soups"]["gis"]["test"])
-    assert main(["predict", str(small_run), "--model", "ensemble", "--out", str(out)]) == 0
+    assert main(["predict", str(small_run), "--model", "ensemble", "--out", str(out), "--force"]) == 0
 
 
 def test_report_command_and_table(small_run, capsys):

@@ -66,7 +66,7 @@ def test_sampling_is_uniform_over_neighbours():
     edge_index = torch.stack([torch.zeros(20, dtype=torch.long), leaves])
     mask = torch.zeros(21, dtype=torch.bool)
     mask[0] = True
-    g = make_graph(torch.zeros(21, 1), edge_index, torch.zeros(21), mask, ~mask, ~mask, name="star", num_classes=1)
+    g = make_graph(torch.zeros(21, 1), edge_index, torch.zeros(21), mask, ~mask, ~mask, name="star", num_classes=2)
     sampler = build_sampler(g, SamplerConfig(name="neighbor", fanouts=(5,), batch_size=1), seed=0)
     counts = torch.zeros(21)
     trials = 2000

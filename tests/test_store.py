@@ -15,6 +15,9 @@ def model_sidecar(config=ModelConfig(hidden=8), in_channels=4, out_channels=3):
                                                 "out_channels": out_channels}}
 
 
+SIDECAR = model_sidecar()
+
+
 def test_round_trip_and_load_model(tmp_path):
     model = build_model(ModelConfig(hidden=8), 4, 3, init_seed=0)
     path = tmp_path / "m.safetensors"
@@ -30,7 +33,7 @@ def test_round_trip_and_load_model(tmp_path):
 
 def test_truncated_or_changed_weights_are_refused(tmp_path):
     path = tmp_path / "m.safetensors"
-    save_weights(path, {"w": torch.ones(3)}, {"format": "x"})
+    save_weights(path, {"w": torch.ones(3)}, SIDECAR)
     payload = path.read_bytes()
     path.write_bytes(payload[:-4])
     with pytest.raises(LadleError, match="checksum mismatch"):
@@ -42,7 +45,7 @@ def test_truncated_or_changed_weights_are_refused(tmp_path):
 
 def test_a_pickle_is_never_loaded(tmp_path):
     path = tmp_path / "m.safetensors"
-    save_weights(path, {"w": torch.ones(3)}, {"format": "x"})
+    save_weights(path, {"w": torch.ones(3)}, SIDECAR)
 
     class Boom:
         def __reduce__(self):

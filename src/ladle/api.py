@@ -5,7 +5,6 @@ callbacks they are given, but never print.
 """
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -20,6 +19,7 @@ from ladle.engines.base import Finished, IngredientStore, OnProgress
 from ladle.errors import LadleError
 from ladle.evaluation import Evaluator
 from ladle.evaluation.fast import FastEvaluator
+from ladle.models import expected_shapes
 from ladle.profiling import measure
 from ladle.report import write_report
 from ladle.soups import Ingredient, get_soup
@@ -34,12 +34,19 @@ def dataset_meta(graph: Graph) -> dict:
             "nodes": graph.num_nodes, "classes": graph.num_classes}
 
 
+DEFAULT_ROOT = "data"
+
+
 def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_epoch: OnProgress | None = None,
-          resume: bool = False) -> tuple[RunDir, Graph, list[Finished]]:
+          resume: bool = False, root: str | Path | None = None, graph_file: str | Path | None = None
+          ) -> tuple[RunDir, Graph, list[Finished]]:
     """Create the run directory (or, with ``resume``, reopen it) and train every missing ingredient.
 
     Each ingredient is stored as soon as it is done, by the worker that trained it; resuming
-    trains only those with no complete checkpoint. Returns the summaries of those trained now.
+    trains only those with no complete checkpoint, and refuses, before any training, a run whose
+    stored ingredients were trained with other settings than its config now says. A new run
+    reads its data from ``config.root`` (the user's own setting); a resumed one only from
+    ``root`` or ``graph_file`` (see :func:`run_graph`). Returns the summaries of those trained now.
     """
     for method in config.soups:
         get_soup(method)  # an unknown soup name fails now, not after an hour of training
@@ -49,49 +56,169 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
     if hasattr(runner, "prepare"):
         runner.prepare(config.device)  # local workers get ready while the graph loads
     # The graph first: a dataset that fails to load must not leave an empty run directory behind.
-    graph = graph if graph is not None else load_graph(config.dataset, config.root)
+    if resume:
+        run_dir = RunDir(out)
+        graph = run_graph(run_dir, config, graph=graph, root=root, graph_file=graph_file)
+        check_ingredients(run_dir, config, graph)
+    else:
+        graph = graph if graph is not None else load_graph(config.dataset, config.root)
     _check_fits_graph(config, graph)
-    run_dir = RunDir(out) if resume else RunDir(out).create(config)
     meta = dataset_meta(graph)
+    created = not resume
+    if created:
+        existed = Path(out).exists()
+        run_dir = RunDir(out).create(config, meta)
     done = set(run_dir.ingredient_names())
     specs = [s for s in config.ingredient_specs() if s.name not in done]
     log.info("training %d of %d ingredients of %s on %s with the %s engine", len(specs), config.ingredients,
              config.model.name, graph.name, engine.resolved)
-    store = IngredientStore(str(run_dir.path), meta)
-    finished = runner.run(specs, graph, store, device=config.device, engine=engine,
-                          on_epoch=on_epoch, on_done=run_dir.log_timeline)
+    store = IngredientStore(str(run_dir.path), meta, config.identity_sha256())
+    try:
+        finished = runner.run(specs, graph, store, device=config.device, engine=engine,
+                              on_epoch=on_epoch, on_done=run_dir.log_timeline)
+    except Exception:
+        if created and not run_dir.ingredient_names():  # nothing finished: leave no half-made run behind
+            _remove_run(run_dir, keep_folder=existed)
+        raise
     return run_dir, graph, finished
 
 
+def _remove_run(run_dir: RunDir, *, keep_folder: bool) -> None:
+    import shutil
+
+    for child in run_dir.path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+    if not keep_folder:
+        run_dir.path.rmdir()
+
+
+def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None, root: str | Path | None = None,
+              graph_file: str | Path | None = None) -> Graph:
+    """The graph of a stored run, loaded only from what the caller names, and checked by fingerprint.
+
+    A run directory may come from anyone, so the data root and the file it records are never
+    opened on its word: a named dataset is read from ``root`` (default ``data``, as for a new run),
+    an npz graph from ``graph_file``; a synthetic ``csbm`` graph is generated again. The graph
+    must have the fingerprint the run recorded.
+    """
+    expected = _recorded_fingerprint(run_dir)
+    if graph is None:
+        if graph_file is not None:
+            from ladle.data.npz import load_npz, parse_npz_spec
+
+            _, split = parse_npz_spec(config.dataset) if config.dataset.lower().startswith("npz:") else (None, 0)
+            graph = load_npz(graph_file, split)
+        elif config.dataset.lower().startswith("npz:"):
+            raise LadleError(f"{run_dir.path} was trained on {config.dataset}; ladle opens no file that a run "
+                             "directory names", fix="pass the graph yourself: --graph PATH.npz (checked by its "
+                                                    "fingerprint)")
+        else:
+            given = DEFAULT_ROOT if root is None else str(root)
+            try:
+                graph = load_graph(config.dataset, given)
+            except LadleError as err:
+                if config.root == given or config.dataset.lower().startswith("csbm"):
+                    raise
+                raise LadleError(f"{err.message} (the run says its data was under {config.root!r}; ladle reads "
+                                 "only a root you give it)", fix=f"pass --root {config.root} if you trust that "
+                                                                 "folder, or your own copy's root") from None
+    if expected is not None and graph.fingerprint != expected:
+        raise LadleError(f"the graph given ({graph.name}) is not the one {run_dir.path} was trained on "
+                         f"(fingerprint {graph.fingerprint[:12]}…, the run recorded {expected[:12]}…)",
+                         fix="give the dataset, root or --graph file the run was made with")
+    return graph
+
+
+def _recorded_fingerprint(run_dir: RunDir) -> str | None:
+    manifest = run_dir.manifest()
+    if manifest is not None:
+        return manifest["dataset"]["fingerprint"]
+    sidecars = run_dir.ingredient_sidecars()
+    return sidecars[0]["dataset"]["fingerprint"] if sidecars else None
+
+
+def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = None) -> None:
+    """Refuse a run whose stored ingredients do not all come from its config (edited since, or copied in from
+    elsewhere), naming each setting that differs; and one whose manifest disagrees with its config."""
+    from ladle.store import spec_differences
+
+    manifest = run_dir.manifest()
+    config_path = run_dir.path / "config.toml"
+    if manifest is not None and manifest["identity_sha256"] != config.identity_sha256():
+        problems = []
+        for sidecar in run_dir.ingredient_sidecars():
+            index = sidecar["index"]
+            if 0 <= index < config.ingredients:
+                problems += spec_differences(sidecar, config.ingredient_specs()[index])
+        detail = "; ".join(dict.fromkeys(p.split(" (")[0] for p in problems[:6])) if problems else (
+            "the settings differ from those it was created with")
+        raise LadleError(f"{config_path} was edited after the run was created: {detail}",
+                         fix="restore the config.toml the run was made with; to train with other settings, start "
+                             "a new run (ladle run --config ... --out NEW_DIR)")
+    specs = config.ingredient_specs()
+    fingerprint = graph.fingerprint if graph is not None else _recorded_fingerprint(run_dir)
+    seen: dict[str, str] = {}
+    for sidecar in run_dir.ingredient_sidecars():
+        where = run_dir.ingredients / f"{sidecar['name']}.json"
+        index = sidecar["index"]
+        if not 0 <= index < len(specs) or specs[index].name != sidecar["name"]:
+            raise LadleError(f"{where} claims to be ingredient {index}, which this run's config does not have",
+                             fix="remove the stray files, or restore the run's config.toml")
+        twin = seen.setdefault(sidecar["sha256"], sidecar["name"])
+        if twin != sidecar["name"] and spec_differences(sidecar, specs[int(twin.rsplit("-", 1)[1])]):
+            raise LadleError(f"{where} holds the same weights as {twin}, though the two were to be trained "
+                             "differently: one is a copy", fix="delete the copy and its .json, then ladle run "
+                                                               "--resume RUN_DIR retrains it")
+        differences = spec_differences(sidecar, specs[index])
+        if differences:
+            raise LadleError(f"{where} was trained with other settings than {config_path} says: "
+                             + "; ".join(differences[:4]),
+                             fix="restore the config.toml (or the ingredient) the run was made with; mixing "
+                                 "ingredients of two configs is refused")
+        if fingerprint is not None and sidecar["dataset"]["fingerprint"] != fingerprint:
+            raise LadleError(f"{where} was trained on a different graph (dataset fingerprint differs)",
+                             fix="remove it (ladle run --resume retrains it), or use the run it came from")
+
+
 def resume(out: str | Path, *, engine: EngineConfig | None = None, on_epoch: OnProgress | None = None,
-           on_soup: OnSoup | None = None) -> dict:
+           on_soup: OnSoup | None = None, root: str | Path | None = None,
+           graph_file: str | Path | None = None) -> dict:
     """Finish a run that was stopped: train the missing ingredients with the stored config, soup, report."""
     run_dir = RunDir(out)
     config = run_dir.config()
     if engine is not None:  # where to train may change on resume; what to train may not
         config = replace(config, engine=engine)
-    _, graph, _ = train(config, out, on_epoch=on_epoch, resume=True)
+    _, graph, _ = train(config, out, on_epoch=on_epoch, resume=True, root=root, graph_file=graph_file)
     soup(run_dir, graph=graph, on_soup=on_soup)
     return write_report(run_dir)
 
 
 def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, graph: Graph | None = None,
-         on_soup: OnSoup | None = None) -> dict[str, dict]:
+         on_soup: OnSoup | None = None, root: str | Path | None = None,
+         graph_file: str | Path | None = None) -> dict[str, dict]:
     """Soup the stored ingredients of a run with each method; store and return their sidecars.
 
     Selection uses the validation split only; the test score is computed afterwards, for the report.
+    Every ingredient's validation and test scores are computed again here from its weights and
+    stored with each soup, so the report never rests on scores a sidecar merely claims.
     """
     run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     config = run_dir.config()
-    methods = list(methods or config.soups)
+    methods = list(config.soups if methods is None else methods)
     soups = [get_soup(m) for m in methods]
-    graph = graph if graph is not None else load_graph(config.dataset, config.root)
+    graph = run_graph(run_dir, config, graph=graph, root=root, graph_file=graph_file)
     ingredients, model_config, fingerprints = load_ingredients(run_dir, graph)
+    check_ingredients(run_dir, config, graph)
     device = torch.device(config.device)
     graph_dev = graph.to(device)
     # Selection scores many mixes: the fast engine gives the reference's scores at a fraction of the cost.
     val = FastEvaluator(graph_dev, model_config, "val", chunk_size=config.train.eval_chunk)
     test = Evaluator(graph_dev, model_config, "test", chunk_size=config.train.eval_chunk)
+    scores = {i.name: {"sha256": fingerprints[i.name], "val": val.score(i.state), "test": test.score(i.state)}
+              for i in ingredients} if soups else {}
     written = {}
     for method in soups:
         if on_soup:
@@ -115,6 +242,7 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
             "fitted_on_val": result.fitted_on_val,
             "coefficients": result.coefficients,
             "ingredients_sha256": {n: fingerprints[n] for n in result.coefficients},
+            "ingredient_scores": scores,
             "options": {"granularity": config.granularity, **({"learned": config.learned.__dict__}
                                                                if result.fitted_on_val else {})},
             "trace": result.trace,
@@ -147,6 +275,10 @@ def load_ingredients(run_dir: RunDir, graph: Graph) -> tuple[list[Ingredient], o
             raise LadleError(f"{source} was trained on a different graph (dataset fingerprint differs)",
                              fix="soup it with the dataset and root it was trained on")
         model_config, in_channels, out_channels = model_from_sidecar(sidecar)
+        if (in_channels, out_channels) != (graph.num_features, graph.num_classes):
+            raise LadleError(f"{source}: its sidecar describes {in_channels} input features and {out_channels} "
+                             f"classes; the graph has {graph.num_features} and {graph.num_classes}",
+                             fix="restore the sidecar ladle wrote, or retrain the ingredient")
         _check_weights(source, state, model_config, in_channels, out_channels)
         ingredients.append(Ingredient(name, state, model_config, source))
         fingerprints[name] = sidecar["sha256"]
@@ -167,21 +299,38 @@ def _check_fits_graph(config: RunConfig, graph: Graph) -> None:
         if spec.sampler.name == "cluster" and spec.sampler.parts > n:
             raise LadleError(f"sampler.parts = {spec.sampler.parts} ({spec.name}): cannot cut {n} nodes into that "
                              "many parts", fix=f"use --parts {n} or fewer")
+    from ladle.models import parameter_bytes
+    from ladle.profiling import gib, memory_available, too_big
+
+    # Weights, their gradients and Adam's two moments, per worker: refused before anything is allocated.
+    need = 4 * parameter_bytes(config.model, graph.num_features, graph.num_classes) * max(config.engine.workers, 1)
+    if too_big(need):
+        raise LadleError(f"model.hidden = {config.model.hidden}: {config.model.name} on {graph.num_features} features "
+                         f"and {graph.num_classes} classes needs {gib(need)} for weights and optimiser state, more "
+                         f"than the {gib(memory_available())} of memory free", fix="choose a smaller --hidden")
+    if config.partition.method != "none":
+        _check_parts_have_training_nodes(config, graph, parts)
 
 
-@functools.lru_cache(maxsize=8)
-def _expected_shapes(model_config, in_channels: int, out_channels: int) -> dict[str, tuple]:
-    """The tensor shapes the architecture has, from a model built on the meta device (no memory, no init)."""
-    from ladle.models import build_model
+def _check_parts_have_training_nodes(config: RunConfig, graph: Graph, parts: int) -> None:
+    """A partitioned ingredient learns only from the training nodes of its part: a part without any would train
+    nothing and be stored as if it had."""
+    from ladle.sampling.partition import membership_for
 
-    with torch.device("meta"):
-        model = build_model(model_config, in_channels, out_channels)
-    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    membership = membership_for(graph, config.partition.method, parts)
+    per_part = torch.bincount(membership[graph.mask("train")], minlength=parts)
+    used = sorted({s.part for s in config.ingredient_specs()})
+    empty = [p for p in used if int(per_part[p]) == 0]
+    if empty:
+        raise LadleError(f"partition.parts = {parts}: part{'s' if len(empty) > 1 else ''} "
+                         f"{', '.join(map(str, empty[:8]))} of the {config.partition.method} partition hold no "
+                         "training node, so their ingredients would learn nothing",
+                         fix="use fewer parts (--parts), or --partition random")
 
 
 def _check_weights(source: str, state: dict, model_config, in_channels: int, out_channels: int) -> None:
     """Refuse weights that do not fit the architecture their sidecar names, or that are not finite."""
-    expected = _expected_shapes(model_config, in_channels, out_channels)
+    expected = expected_shapes(model_config, in_channels, out_channels)
     got = {k: tuple(v.shape) for k, v in state.items()}
     fix = "delete it and its .json, then ladle run --resume RUN_DIR to retrain it, or restore both files"
     if got != expected:

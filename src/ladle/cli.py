@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
+import os
 import signal
 import sys
 import threading
@@ -71,6 +72,8 @@ def _dispatch(args) -> int:
         return 2
     except KeyboardInterrupt as stop:
         where = getattr(args, "resume", None) or getattr(args, "out", None)
+        if where is not None and not (Path(where) / "config.toml").is_file():
+            where = None  # stopped before the run existed: there is nothing to resume
         what = "terminated." if isinstance(stop, Terminated) else "interrupted."
         errors.print(what + (f" Finished ingredients are kept in {where}; finish the run with "
                              f"ladle run --resume {where}" if where else ""), soft_wrap=True)
@@ -93,7 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="train ingredients, soup them, report (the whole pipeline)")
     _add_run_flags(run)
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
-                     help="finish a stopped run: train its missing ingredients with its stored config, then soup")
+                     help="finish a stopped run: train its missing ingredients with its stored config, then soup "
+                          "(the graph from --root or --graph, never from a folder the run names)")
+    run.add_argument("--graph", type=Path, metavar="FILE.npz",
+                     help="with --resume: the .npz graph the run was trained on (checked by fingerprint)")
     run.set_defaults(handler=cmd_run)
     train = sub.add_parser("train", help="train and store ingredients only")
     _add_run_flags(train)
@@ -101,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     soup = sub.add_parser("soup", help="soup the ingredients of a stored run")
     soup.add_argument("run_dir", type=Path)
+    _add_graph_flags(soup)
     soup.add_argument("--method", action="append", metavar="NAME",
                       help="soup method, repeatable (default: the run's soups): uniform, greedy, gis, ensemble, "
                            "learned, pls")
@@ -113,18 +120,29 @@ def build_parser() -> argparse.ArgumentParser:
 
     predict = sub.add_parser("predict", help="write one prediction per node with a stored model")
     predict.add_argument("run_dir", type=Path)
+    _add_graph_flags(predict)
     predict.add_argument("--model", default="gis", help="a soup (gis, greedy, uniform, ensemble) or an ingredient")
-    predict.add_argument("--out", type=Path, default=Path("predictions.csv"), help="CSV to write")
+    predict.add_argument("--out", type=Path, default=Path("predictions.csv"),
+                         help="CSV to write, outside the run directory (default predictions.csv)")
+    predict.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     predict.set_defaults(handler=cmd_predict)
 
-    verify = sub.add_parser("verify", help="check every checksum and sidecar of a run (exit 2 if any fails)")
+    verify = sub.add_parser("verify", help="check a run without trusting its files: checksums, sidecars, config, "
+                                           "links, log; with its graph, every recorded score (exit 2 if any fails)")
     verify.add_argument("run_dir", type=Path)
+    _add_graph_flags(verify)
     verify.set_defaults(handler=cmd_verify)
 
     datasets = sub.add_parser("datasets", help="list the datasets ladle can load")
     datasets.add_argument("--root", default="data", help="where to look for downloaded files")
     datasets.set_defaults(handler=cmd_datasets)
     return parser
+
+
+def _add_graph_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", help="your dataset folder (default data); a run never chooses where ladle reads data")
+    p.add_argument("--graph", type=Path, metavar="FILE.npz",
+                   help="for a run trained on an npz graph: that file, given again (checked by fingerprint)")
 
 
 def _version() -> str:
@@ -248,7 +266,8 @@ def _resume(args) -> int:
     from ladle.config import EngineConfig
     from ladle.store import RunDir
 
-    given = [f"--{flag.replace('_', '-')}" for flag in [*FLAG_KEYS, "config", "out"] if getattr(args, flag) is not None]
+    given = [f"--{flag.replace('_', '-')}" for flag in [*FLAG_KEYS, "config", "out"]
+             if getattr(args, flag) is not None and flag != "root"]
     if given:
         raise LadleError(f"--resume uses the run's stored config, but {', '.join(given)} was given",
                          fix="drop those flags (only engine flags such as --workers may change on resume)")
@@ -259,7 +278,8 @@ def _resume(args) -> int:
         EngineConfig(**engine_config.__dict__)  # validate
     args.out = args.resume
     with _progress(args.quiet) as (on_epoch, on_soup):
-        results = api.resume(args.resume, engine=engine_config, on_epoch=on_epoch, on_soup=on_soup)
+        results = api.resume(args.resume, engine=engine_config, on_epoch=on_epoch, on_soup=on_soup, root=args.root,
+                             graph_file=args.graph)
     _finish(args, results)
     return 0
 
@@ -284,7 +304,7 @@ def cmd_soup(args) -> int:
 
     run_dir = RunDir(args.run_dir)
     with _progress(args.quiet) as (_, on_soup):
-        api.soup(run_dir, args.method, on_soup=on_soup)
+        api.soup(run_dir, args.method, on_soup=on_soup, root=args.root, graph_file=args.graph)
     args.out = args.run_dir
     _finish(args, write_report(run_dir))
     return 0
@@ -300,14 +320,25 @@ def cmd_report(args) -> int:
 
 
 def cmd_predict(args) -> int:
+    import io
+
+    from ladle.files import atomic_write
     from ladle.predict import predict
 
-    rows = predict(args.run_dir, args.model)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["node", "split", "prediction"])
-        writer.writerows(rows)
+    out, run = args.out.resolve(), args.run_dir.resolve()
+    if out == run or run in out.parents:
+        raise LadleError(f"--out {args.out} lies inside the run directory {args.run_dir}",
+                         fix="write predictions outside the run, for example --out predictions.csv")
+    if os.path.lexists(args.out) and not args.force:
+        raise LadleError(f"--out {args.out} already exists", fix="choose another --out, or add --force to overwrite it")
+    if os.path.isdir(args.out):
+        raise LadleError(f"--out {args.out} is a folder", fix="give a file name, for example --out predictions.csv")
+    rows = predict(args.run_dir, args.model, root=args.root, graph_file=args.graph)
+    buffer = io.StringIO(newline="")
+    writer = csv.writer(buffer)
+    writer.writerow(["node", "split", "prediction"])
+    writer.writerows(rows)
+    atomic_write(args.out, buffer.getvalue().encode())
     console.print(f"wrote {len(rows)} predictions of {args.model} to {args.out}")
     return 0
 
@@ -315,7 +346,7 @@ def cmd_predict(args) -> int:
 def cmd_verify(args) -> int:
     from ladle.verify import verify_run
 
-    checks = verify_run(args.run_dir)
+    checks = verify_run(args.run_dir, root=args.root, graph_file=args.graph)
     table = Table(title=f"verify {args.run_dir}")
     for column in ("file", "status", "detail"):
         table.add_column(column)
@@ -328,8 +359,9 @@ def cmd_verify(args) -> int:
             errors.print(f"[bold red]FAILED[/] {check.path}: {check.detail}", highlight=False, soft_wrap=True)
         errors.print(f"[bold red]error:[/] {len(failed)} of {len(checks)} checks failed in {args.run_dir}",
                      soft_wrap=True)
-        errors.print("  [bold]fix:[/] retrain the failed ingredients (delete their files, then ladle run --resume) "
-                     "or re-soup with ladle soup", soft_wrap=True)
+        errors.print("  [bold]fix:[/] see each failed check above: restore the files as ladle wrote them, or retrain "
+                     "the failed ingredients (delete their pair, then ladle run --resume) and re-soup (ladle soup)",
+                     soft_wrap=True)
         return 2
     console.print(f"all {len(checks)} checks passed")
     return 0

@@ -16,10 +16,13 @@ from ladle.errors import LadleError, normalise_name, suggest
 from ladle.seeding import derive_seed
 
 MAX_INGREDIENTS = 256
+MAX_SIZE = 2**16  # hidden channels: far beyond any GNN, and a bound before anything is allocated
 MODEL_NAMES = ("gcn", "sage", "gat", "gin", "mlp")
 MODEL_ALIASES = {"graphsage": "sage", "sage": "sage", "gcn": "gcn", "gat": "gat", "gin": "gin", "mlp": "mlp"}
 NORMS = ("none", "batch", "layer")
 INIT_MODES = ("shared", "independent")
+DEVICE_TYPES = ("cpu", "cuda")
+IDENTITY_EXCLUDED = ("root", "engine", "soups", "granularity", "learned")
 
 # Per-architecture defaults: the settings of each model's paper on Planetoid.
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -66,7 +69,7 @@ class ModelConfig:
 
     def __post_init__(self):
         object.__setattr__(self, "name", resolve_model_name(self.name))
-        _check_int("model.hidden", self.hidden, 1)
+        _check_int("model.hidden", self.hidden, 1, MAX_SIZE)
         _check_int("model.layers", self.layers, 1, 16)
         _check_prob("model.dropout", self.dropout)
         if self.input_dropout is not None:
@@ -342,6 +345,8 @@ class RunConfig:
         object.__setattr__(self, "soups", tuple(self.soups))
         _check_int("granularity", self.granularity, 2, 10_000)
         _check_str("device", self.device)
+        if self.device.split(":")[0] not in DEVICE_TYPES:
+            raise LadleError(f"device must be cpu, cuda or cuda:N, got {self.device!r}", fix=_fix("device", "cpu or cuda"))
         for where, sampler in [("sampler", self.sampler)] + [(f"recipes[{i}].sampler", r.sampler)
                                                             for i, r in enumerate(self.recipes)]:
             if sampler.name == "neighbor" and len(sampler.fanouts) != self.model.layers:
@@ -369,6 +374,21 @@ class RunConfig:
             )
             for i, recipe in enumerate(per_ingredient)
         ]
+
+    def identity(self) -> dict[str, Any]:
+        """What decides the ingredients' weights: everything but where they train and which data root holds
+        the graph (the graph itself is checked by fingerprint), and the soup settings, which a later
+        ``ladle soup`` may change. Recorded in the run and every sidecar; a resume may not change it."""
+        out = self.to_dict()
+        for key in IDENTITY_EXCLUDED:
+            out.pop(key, None)
+        return out
+
+    def identity_sha256(self) -> str:
+        import hashlib
+        import json
+
+        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -442,7 +462,7 @@ def _recipes(entries, source: str) -> tuple[Recipe, ...]:
 def load_toml(path: str | Path) -> dict:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8-sig")  # a byte-order mark, as some editors write, is not TOML
     except FileNotFoundError:
         raise LadleError(f"config file {path} does not exist", fix="check the path given to --config") from None
     except (OSError, UnicodeDecodeError) as err:
@@ -465,8 +485,8 @@ def dump_toml(values: dict[str, Any]) -> str:
             tables.append((key, value))
         elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
             arrays.append((key, value))
-        elif value is not None and value != []:
-            lines.append(f"{key} = {_toml_value(value)}")
+        elif value is not None and not (value == [] and key == "recipes"):
+            lines.append(f"{key} = {_toml_value(value)}")  # an empty soups list stays empty when read back
     for name, table in tables:
         lines.append(f"\n[{name}]")
         lines.extend(f"{k} = {_toml_value(v)}" for k, v in table.items() if v is not None)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from ladle.store import atomic_write
+from ladle.files import atomic_write
 
 
 def _pyplot():
@@ -16,13 +16,14 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> None:
+def _save(fig, path: Path, root: Path | None = None) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
-    atomic_write(path, buffer.getvalue())
+    _pyplot().close(fig)
+    atomic_write(path, buffer.getvalue(), root=root)
 
 
-def plot_scores(results: dict, path: Path) -> None:
+def plot_scores(results: dict, path: Path, root: Path | None = None) -> None:
     """Validation and test score of each ingredient (dots) and each soup (bars)."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
@@ -40,11 +41,10 @@ def plot_scores(results: dict, path: Path) -> None:
         ax.set_ylim(max(0.0, low - 0.05), None)
     axes[0].legend(loc="lower left", fontsize=8)
     fig.suptitle(f"{results['dataset']['name']} · {results['model']}")
-    _save(fig, path)
-    plt.close(fig)
+    _save(fig, path, root)
 
 
-def plot_gis_curves(gis_sidecar: dict, path: Path) -> None:
+def plot_gis_curves(gis_sidecar: dict, path: Path, root: Path | None = None) -> None:
     """One curve per GIS step: validation score of α·soup + (1−α)·ingredient."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -56,11 +56,10 @@ def plot_gis_curves(gis_sidecar: dict, path: Path) -> None:
     ax.set_title("GIS: validation score against α (black: chosen)")
     if len(gis_sidecar["trace"]) > 1:
         ax.legend(fontsize=7)
-    _save(fig, path)
-    plt.close(fig)
+    _save(fig, path, root)
 
 
-def plot_timeline(timeline: list[dict], path: Path) -> None:
+def plot_timeline(timeline: list[dict], path: Path, root: Path | None = None) -> None:
     """Which worker trained which ingredient, and when (one row per worker, one bar per ingredient)."""
     plt = _pyplot()
     workers = sorted({t["worker"] for t in timeline})
@@ -74,5 +73,4 @@ def plot_timeline(timeline: list[dict], path: Path) -> None:
     ax.set_yticks(range(len(workers)), workers, fontsize=7)
     ax.set_xlabel("seconds since the first ingredient started")
     ax.set_title("worker timeline")
-    _save(fig, path)
-    plt.close(fig)
+    _save(fig, path, root)

@@ -5,23 +5,34 @@ from pathlib import Path
 
 import torch
 
-from ladle.data import load_graph
+from ladle.errors import LadleError
 from ladle.evaluation.chunked import chunked_forward
 from ladle.models import graph_input
 from ladle.store import RunDir, load_model
 
 
-def predict(run_dir: str | Path, name: str = "gis") -> list[tuple[int, str, str]]:
-    """Rows ``(node, split, prediction)``; multi-label predictions are space-separated label ids."""
+def predict(run_dir: str | Path, name: str = "gis", *, root: str | Path | None = None,
+            graph_file: str | Path | None = None) -> list[tuple[int, str, str]]:
+    """Rows ``(node, split, prediction)``; multi-label predictions are space-separated label ids.
+
+    The graph comes from ``root`` or ``graph_file`` (never a place the run names) and must be the one
+    the run was trained on (checked by fingerprint).
+    """
+    from ladle.api import run_graph
+
     run = RunDir(run_dir)
     config = run.config()
-    graph = load_graph(config.dataset, config.root)
+    graph = run_graph(run, config, root=root, graph_file=graph_file)
     names = run.ingredient_names() if name == "ensemble" else [name]
     multilabel = graph.task == "multilabel"
     probs = []
     with torch.no_grad():
         for member in names:
-            model = load_model(run.weights_path(member))
+            model = load_model(run.path, member)
+            if (model.in_channels, model.out_channels) != (graph.num_features, graph.num_classes):
+                raise LadleError(f"{run.weights_path(member)}: its sidecar describes {model.in_channels} features and "
+                                 f"{model.out_channels} classes, the graph has {graph.num_features} and "
+                                 f"{graph.num_classes}", fix="restore the sidecar ladle wrote")
             if config.train.eval_chunk:
                 logits = chunked_forward(model, graph, config.train.eval_chunk)
             else:

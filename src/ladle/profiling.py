@@ -10,6 +10,20 @@ import psutil
 import torch
 
 
+def memory_available() -> int:
+    """Bytes of memory this machine can still give (what a size check before an allocation compares with)."""
+    return int(psutil.virtual_memory().available)
+
+
+def too_big(nbytes: float) -> bool:
+    """Whether an allocation of ``nbytes`` cannot fit in the memory available now (with a margin for the rest)."""
+    return nbytes > 0.9 * memory_available()
+
+
+def gib(nbytes: float) -> str:
+    return f"{nbytes / 2**30:.1f} GiB"
+
+
 @dataclass
 class Usage:
     seconds: float = 0.0

@@ -2,20 +2,47 @@
 
 The best single ingredient is chosen by validation score; test scores are shown, never used
 to choose. Soups fitted on validation are marked, since their validation score is biased.
+Ingredient scores come from the soup step, which computes them again from the weights (checked
+by checksum); a score only an ingredient's sidecar claims is marked ``recorded``.
 """
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 
-from ladle.store import RunDir, atomic_write, write_json
+from ladle.files import sha256
+from ladle.store import RunDir, is_number, timeline_entry
+
+log = logging.getLogger(__name__)
+
+
+def recomputed_scores(run_dir: RunDir, sidecars: list[dict], soups: dict[str, dict]) -> dict[str, dict]:
+    """Ingredient scores the soup step computed from weights whose checksum matches what is on disk now."""
+    on_disk = {}
+    for s in sidecars:
+        try:
+            payload = (run_dir.ingredients / f"{s['name']}.safetensors").read_bytes()
+        except OSError:
+            continue
+        if sha256(payload) == s["sha256"]:
+            on_disk[s["name"]] = s["sha256"]
+    found = {}
+    for soup in soups.values():
+        for name, entry in soup.get("ingredient_scores", {}).items():
+            if on_disk.get(name) == entry["sha256"]:
+                found[name] = {"val": entry["val"], "test": entry["test"]}
+    return found
 
 
 def build_results(run_dir: RunDir) -> dict:
     config = run_dir.config()
     sidecars = run_dir.ingredient_sidecars()
+    stored = run_dir.soup_sidecars()
+    checked = recomputed_scores(run_dir, sidecars, stored)
     ingredients = [
-        {"name": s["name"], "val": s["scores"]["val"], "test": s["scores"]["test"], "best_epoch": s["best_epoch"],
+        {"name": s["name"], **checked.get(s["name"], {"val": s["scores"]["val"], "test": s["scores"]["test"]}),
+         "scores": "recomputed" if s["name"] in checked else "recorded", "best_epoch": s["best_epoch"],
          "seconds": s["seconds"], "seeds": s["seeds"], "sampler": s.get("sampler", {"name": "full"}),
          "partition": s.get("partition")}
         for s in sidecars
@@ -31,7 +58,6 @@ def build_results(run_dir: RunDir) -> dict:
         "test": statistics.fmean(r["test"] for r in ingredients), "test_std": _std([r["test"] for r in ingredients]),
     }
     soups = {}
-    stored = run_dir.soup_sidecars()
     order = [m for m in config.soups if m in stored] + sorted(set(stored) - set(config.soups))
     for name, s in ((n, stored[n]) for n in order):
         soups[name] = {
@@ -47,8 +73,8 @@ def build_results(run_dir: RunDir) -> dict:
 
 def table_rows(results: dict) -> list[dict]:
     """One row per line of the report table: label, val, test, gain over the best ingredient."""
-    rows = [{"label": r["name"] + _recipe_note(r), "kind": "ingredient", "val": r["val"], "test": r["test"],
-             "gain": None} for r in results["ingredients"]]
+    rows = [{"label": r["name"] + _recipe_note(r) + ("*" if r.get("scores") == "recorded" else ""),
+             "kind": "ingredient", "val": r["val"], "test": r["test"], "gain": None} for r in results["ingredients"]]
     if results.get("best_ingredient"):
         b, m = results["best_ingredient"], results["ingredient_mean"]
         rows.append({"label": f"best ingredient ({b['name']}, by val)", "kind": "summary", "val": b["val"],
@@ -76,29 +102,51 @@ def markdown_table(results: dict) -> str:
         secs = "" if row.get("seconds") is None else f"{row['seconds']:.2f}"
         lines.append(f"| {row['label']} | {val} | {test} | {gain} | {secs} |")
     lines += ["", "Selection (best ingredient, greedy and GIS decisions) used the validation split only."]
+    if any(r.get("scores") == "recorded" for r in results["ingredients"]):
+        lines += ["", "\\* scores as recorded in the ingredient's sidecar, not computed again from its weights "
+                      "(`ladle soup` computes them; `ladle verify --root ...` checks them)."]
     return "\n".join(lines) + "\n"
 
 
 def write_report(run_dir: RunDir) -> dict:
     results = build_results(run_dir)
-    results["timeline"] = run_dir.timeline()
-    write_json(run_dir.path / "results.json", results)
+    timeline = [t for t in run_dir.timeline() if _timeline_entry(t)]
+    results["timeline"] = timeline
+    run_dir.write("results.json", (json.dumps(results, indent=2) + "\n").encode())
     lines = [json.dumps({"kind": "ingredient", **r}) for r in results["ingredients"]]
     lines += [json.dumps({"kind": "soup" if s["is_soup"] else "reference", "name": n, **s})
               for n, s in results["soups"].items()]
-    atomic_write(run_dir.path / "results.jsonl", ("\n".join(lines) + "\n").encode())
-    atomic_write(run_dir.path / "report.md", markdown_table(results).encode())
+    run_dir.write("results.jsonl", ("\n".join(lines) + "\n").encode())
+    run_dir.write("report.md", markdown_table(results).encode())
     if results["ingredients"]:
         from ladle.plots import plot_gis_curves, plot_scores, plot_timeline
 
-        plot_scores(results, run_dir.plots / "ingredients_vs_soups.png")
+        plot_scores(results, run_dir.plots / "ingredients_vs_soups.png", run_dir.path)
         gis = run_dir.soup_sidecars().get("gis")
-        if gis is not None:
-            plot_gis_curves(gis, run_dir.plots / "gis_curves.png")
-        timeline = run_dir.timeline()
+        if gis is not None and _gis_trace(gis.get("trace")):
+            plot_gis_curves(gis, run_dir.plots / "gis_curves.png", run_dir.path)
+        elif gis is not None:
+            log.warning("%s: the GIS trace is not the one ladle writes; no gis_curves.png", run_dir.soups / "gis.json")
         if timeline:
-            plot_timeline(timeline, run_dir.plots / "timeline.png")
+            plot_timeline(timeline, run_dir.plots / "timeline.png", run_dir.path)
     return results
+
+
+def _timeline_entry(entry: dict) -> bool:
+    """A timeline record as workers write it; others (a hand-edited log) are left out of the report."""
+    ok = timeline_entry(entry)
+    if not ok:
+        log.warning("timeline.jsonl: a record ladle did not write is left out of the report: %.80s", entry)
+    return ok
+
+
+def _gis_trace(trace) -> bool:
+    if not isinstance(trace, list) or not trace:
+        return False
+    steps = trace[1:]
+    return all(isinstance(e, dict) and isinstance(e.get("alphas"), list) and isinstance(e.get("scores"), list)
+               and len(e["alphas"]) == len(e["scores"]) <= 100_000 and all(map(is_number, e["alphas"] + e["scores"]))
+               and is_number(e.get("alpha")) and is_number(e.get("score")) for e in steps)
 
 
 def _recipe_note(ingredient: dict) -> str:

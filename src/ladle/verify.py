@@ -1,18 +1,27 @@
-"""``ladle verify RUN_DIR``: check every checkpoint and sidecar of a run without trusting any of them.
+"""``ladle verify RUN_DIR``: check a run without trusting any of its files.
 
-For each ingredient and soup: the sidecar parses, the weights' SHA-256 matches it, the file is a
-safetensors file (never unpickled) whose tensors are the ones the sidecar lists, every value is
-finite, the model description rebuilds; across the run: one architecture and one dataset
-fingerprint, and every soup's recorded ingredient checksums match the ingredients on disk.
+Without the graph: no symbolic link anywhere in the run; the config parses and matches the
+identity the run was created with (``run.json``); every checkpoint's sidecar has ladle's shape,
+its weights' SHA-256 matches, the file is safetensors (never unpickled) with the listed tensors,
+finite, of the shapes its model description builds; every ingredient is the one its file name,
+index and seeds say the config asked for, and no two differently-made ingredients hold the same
+weights; every soup was made from the ingredients on disk; the timeline log is whole.
+
+With the graph (a ``--root`` or ``--graph`` the user gives, or a synthetic graph, generated
+again; never a root the run names): its fingerprint is the one the run recorded, and every
+recorded validation and test score is computed again from the weights and compared.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from ladle.errors import LadleError
-from ladle.store import RunDir, model_from_sidecar, read_json, read_weights
+from ladle.files import read_json, read_jsonl
+from ladle.store import RunDir, check_sidecar, model_from_sidecar, read_weights, spec_differences, timeline_entry
 
 
 @dataclass
@@ -22,42 +31,201 @@ class Check:
     detail: str
 
 
-def verify_run(path) -> list[Check]:
+def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path | None = None) -> list[Check]:
+    from ladle import api
+
     run_dir = RunDir(path)
-    checks = []
+    checks: list[Check] = []
+    if not run_dir.path.is_dir() or not os.path.lexists(run_dir.path / "config.toml"):
+        raise LadleError(f"{run_dir.path} is not a ladle run (no config.toml)",
+                         fix="give the folder that ladle run or ladle train wrote")
+    checks += _links(run_dir)
     try:
-        run_dir.config()
+        config = run_dir.config()
         checks.append(Check(str(run_dir.path / "config.toml"), True, "valid config"))
     except LadleError as err:
-        return [Check(str(run_dir.path / "config.toml"), False, err.message)]
-    ingredient_sha, models, fingerprints = {}, set(), set()
-    sidecars = sorted(run_dir.ingredients.glob("*.json")) + sorted(run_dir.soups.glob("*.json"))
-    for sidecar_path in sidecars:
-        weights_path = sidecar_path.with_suffix(".safetensors")
-        try:
-            if not weights_path.exists() and read_json(sidecar_path).get("is_soup") is False:
-                checks.append(Check(str(sidecar_path), True, "ensemble: no weights of its own"))
-                continue
-            state, sidecar = read_weights(weights_path)
-            bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
-            if bad:
-                raise LadleError(f"{weights_path}: non-finite values in {', '.join(bad[:3])}")
-            model, _, _ = model_from_sidecar(sidecar)
-            models.add(repr(model))
-            fingerprints.add(sidecar.get("dataset", {}).get("fingerprint"))
-            if sidecar_path.parent == run_dir.ingredients:
-                ingredient_sha[sidecar_path.stem] = sidecar["sha256"]
-            checks.append(Check(str(weights_path), True, f"sha256 {sidecar['sha256'][:12]}…, {len(state)} tensors"))
-        except LadleError as err:
-            checks.append(Check(str(weights_path), False, err.message))
+        return checks + [Check(str(run_dir.path / "config.toml"), False, err.message)]
+    checks += _manifest(run_dir, config)
+    states, sidecars = {}, {}
+    for folder in (run_dir.ingredients, run_dir.soups):
+        if not folder.is_dir() or folder.is_symlink():
+            continue
+        for sidecar_path in sorted(folder.glob("*.json")):
+            if sidecar_path.is_symlink():
+                continue  # reported by _links
+            check, state, sidecar = _checkpoint(run_dir, sidecar_path)
+            checks.append(check)
+            if check.ok:
+                states[sidecar_path.stem] = state
+                sidecars[sidecar_path.stem] = sidecar
+    ingredient_names = [n for n in sidecars if n.startswith("ingredient-")]
+    checks += _ingredients_fit_config(run_dir, config, {n: sidecars[n] for n in ingredient_names})
+    checks += _soups_fit_ingredients(run_dir, sidecars, ingredient_names)
+    checks += _timeline(run_dir)
+    try:
+        graph = api.run_graph(run_dir, config, root=root, graph_file=graph_file)
+    except LadleError as err:
+        return checks + [Check(str(run_dir.path), False, f"scores not checked: {err.message}"
+                               + (f" ({err.fix})" if err.fix else ""))]
+    checks += _root(run_dir, config, root, graph_file)
+    checks.append(Check(config.dataset, True, f"graph fingerprint {graph.fingerprint[:12]}… matches the run"))
+    checks += _scores(config, graph, states, sidecars, ingredient_names)
+    return checks
+
+
+def _links(run_dir: RunDir) -> list[Check]:
+    found = []
+    for folder, dirs, files in os.walk(run_dir.path, followlinks=False):
+        for name in dirs + files:
+            path = Path(folder) / name
+            if path.is_symlink():
+                found.append(Check(str(path), False, f"a symbolic link (to {os.readlink(path)}): ladle never follows "
+                                                     "links inside a run; replace it with the real file"))
+    return found
+
+
+def _manifest(run_dir: RunDir, config) -> list[Check]:
+    path = str(run_dir.path / "run.json")
+    try:
+        manifest = run_dir.manifest()
+    except LadleError as err:
+        return [Check(path, False, err.message)]
+    if manifest is None:
+        return [Check(path, True, "absent (a run made before ladle recorded it): the config cannot be checked "
+                                  "against its creation")]
+    if manifest["identity_sha256"] != config.identity_sha256():
+        return [Check(str(run_dir.path / "config.toml"), False, "edited after the run was created (its settings no "
+                                                                "longer hash to the identity in run.json)")]
+    return [Check(path, True, "config unchanged since the run was created")]
+
+
+def _checkpoint(run_dir: RunDir, sidecar_path: Path):
+    weights_path = sidecar_path.with_suffix(".safetensors")
+    try:
+        sidecar = read_json(sidecar_path, root=run_dir.path, what="sidecar")
+        check_sidecar(sidecar, sidecar_path)
+        if sidecar["name"] != sidecar_path.stem:
+            raise LadleError(f"{sidecar_path} describes {sidecar['name']!r}: it was renamed or copied")
+        if sidecar.get("is_soup") is False and not os.path.lexists(weights_path):
+            return Check(str(sidecar_path), True, "ensemble: no weights of its own"), None, sidecar
+        state, sidecar = read_weights(weights_path, root=run_dir.path)
+        bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+        if bad:
+            raise LadleError(f"{weights_path}: non-finite values in {', '.join(bad[:3])}")
+        from ladle.models import expected_shapes
+
+        model, in_channels, out_channels = model_from_sidecar(sidecar)
+        if {k: tuple(v.shape) for k, v in state.items()} != expected_shapes(model, in_channels, out_channels):
+            raise LadleError(f"{weights_path}: the weights do not fit the model its sidecar describes")
+        return Check(str(weights_path), True, f"sha256 {sidecar['sha256'][:12]}…, {len(state)} tensors"), state, sidecar
+    except LadleError as err:
+        return Check(str(weights_path), False, err.message), None, None
+
+
+def _ingredients_fit_config(run_dir: RunDir, config, sidecars: dict[str, dict]) -> list[Check]:
+    checks, specs, seen = [], config.ingredient_specs(), {}
+    models = {repr(model_from_sidecar(s)) for s in sidecars.values()}
     if len(models) > 1:
-        checks.append(Check(str(run_dir.path), False, "checkpoints describe different architectures"))
-    if len(fingerprints) > 1:
-        checks.append(Check(str(run_dir.path), False, "checkpoints were trained on different graphs"))
-    for name, sidecar in run_dir.soup_sidecars().items():
-        recorded = sidecar.get("ingredients_sha256", {})
-        wrong = [n for n, sha in recorded.items() if ingredient_sha.get(n) != sha]
+        checks.append(Check(str(run_dir.ingredients), False, "checkpoints describe different architectures"))
+    if len({s["dataset"]["fingerprint"] for s in sidecars.values()}) > 1:
+        checks.append(Check(str(run_dir.ingredients), False, "checkpoints were trained on different graphs"))
+    for name, sidecar in sidecars.items():
+        where = str(run_dir.ingredients / f"{name}.json")
+        index = sidecar["index"]
+        if not 0 <= index < len(specs) or specs[index].name != name:
+            checks.append(Check(where, False, f"claims to be ingredient {index}, which the config does not have"))
+            continue
+        differences = spec_differences(sidecar, specs[index])
+        if differences:
+            checks.append(Check(where, False, "not trained as the config says: " + "; ".join(differences[:3])))
+            continue
+        twin = seen.setdefault(sidecar["sha256"], name)
+        if twin != name and spec_differences(sidecar, specs[sidecars[twin]["index"]]):
+            checks.append(Check(where, False, f"holds the same weights as {twin}, though the two were to be trained "
+                                              "differently: one is a copy"))
+            continue
+        checks.append(Check(where, True, "trained as the config says (settings and seeds)"))
+    return checks
+
+
+def _soups_fit_ingredients(run_dir: RunDir, sidecars: dict[str, dict], ingredient_names: list[str]) -> list[Check]:
+    checks = []
+    on_disk = {n: sidecars[n]["sha256"] for n in ingredient_names}
+    for name, sidecar in sidecars.items():
+        if name in on_disk:
+            continue
+        where = str(run_dir.soups / f"{name}.json")
+        made_of = dict(sidecar.get("ingredients_sha256", {}))
+        made_of.update({n: e["sha256"] for n, e in sidecar.get("ingredient_scores", {}).items()})
+        wrong = [n for n, sha in made_of.items() if on_disk.get(n) != sha]
         if wrong:
-            checks.append(Check(str(run_dir.soups / f"{name}.json"), False,
-                                f"made from ingredients that differ from those on disk: {', '.join(wrong)}"))
+            checks.append(Check(where, False, f"made from ingredients that differ from those on disk: "
+                                              f"{', '.join(wrong[:5])}"))
+    return checks
+
+
+def _timeline(run_dir: RunDir) -> list[Check]:
+    path = str(run_dir.path / "timeline.jsonl")
+    try:
+        records, torn = read_jsonl(run_dir.path / "timeline.jsonl", root=run_dir.path)
+    except LadleError as err:
+        return [Check(path, False, err.message)]
+    if torn:
+        return [Check(path, False, "its last line is torn (a write that did not finish): ladle drops it at its next "
+                                   "write; the timeline plot misses one ingredient")]
+    bad = [i for i, r in enumerate(records, 1) if not timeline_entry(r)]
+    if bad:
+        return [Check(path, False, f"line {bad[0]} is not a record ladle writes")]
+    return [Check(path, True, f"{len(records)} records")] if records else []
+
+
+def _root(run_dir: RunDir, config, root, graph_file) -> list[Check]:
+    from ladle.api import DEFAULT_ROOT
+
+    if graph_file is not None or config.dataset.lower().startswith(("csbm", "npz:")):
+        return []
+    given = DEFAULT_ROOT if root is None else str(root)
+    if config.root != given:
+        return [Check(str(run_dir.path / "config.toml"), True,
+                      f"records the data root {config.root!r}; read from {given!r} instead (the graph matches)")]
+    return []
+
+
+def _tolerance(metric: str, count: int) -> float:
+    """How far a recomputed score may be from the recorded one: rounding may flip a node or two near a tie
+    (another device, thread count or evaluation path); a continuous metric moves a little."""
+    return 1e-3 if metric != "acc" else 2.5 / max(count, 1)
+
+
+def _scores(config, graph, states: dict, sidecars: dict, ingredient_names: list[str]) -> list[Check]:
+    from ladle.evaluation import Evaluator
+
+    if not ingredient_names:
+        return []
+    model_config, _, _ = model_from_sidecar(sidecars[ingredient_names[0]])
+    evaluators = {s: Evaluator(graph, model_config, s, chunk_size=config.train.eval_chunk) for s in ("val", "test")}
+    tolerance = {s: _tolerance(graph.metric, int(graph.mask(s).sum())) for s in ("val", "test")}
+    actual = {n: {s: evaluators[s].score(states[n]) for s in ("val", "test")} for n in ingredient_names}
+    checks = []
+    for name, sidecar in sidecars.items():
+        claims = []
+        if name in actual:
+            claims.append((name, sidecar["scores"], actual[name]))
+        else:
+            for member, entry in sidecar.get("ingredient_scores", {}).items():
+                if member in actual:
+                    claims.append((f"{member} (as {name} recorded it)", entry, actual[member]))
+            if states.get(name) is not None:
+                claims.append((name, sidecar["scores"], {s: evaluators[s].score(states[name]) for s in ("val", "test")}))
+            elif not sidecar["is_soup"]:
+                members = [states[m] for m, c in sidecar["coefficients"].items() if c and m in states]
+                if members:
+                    claims.append((name, sidecar["scores"],
+                                   {s: evaluators[s].score_ensemble(members) for s in ("val", "test")}))
+        wrong = [f"{who}: {split} recorded {recorded[split]:.4f}, the weights score {got[split]:.4f}"
+                 for who, recorded, got in claims for split in ("val", "test")
+                 if abs(recorded[split] - got[split]) > tolerance[split]]
+        folder = "ingredients" if name in actual else "soups"
+        where = str(Path(folder) / f"{name}.json")
+        checks.append(Check(where, not wrong, "; ".join(wrong[:3]) if wrong else "recorded scores match the weights"))
     return checks

@@ -13,12 +13,14 @@ million edges take seconds on one core.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields, replace
 
 import torch
 
 from ladle.data.graph import Graph, make_graph
 from ladle.errors import LadleError, suggest
+from ladle.profiling import gib, memory_available, too_big
 
 
 @dataclass(frozen=True)
@@ -49,15 +51,28 @@ class CSBMConfig:
     seed: int = 0
 
     def __post_init__(self):
+        fix = "see ladle datasets: csbm:nodes=...,classes=...; every option is a finite number"
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+                raise LadleError(f"csbm {f.name} must be a finite number, got {value!r}", fix=fix)
         if self.nodes < 2 or self.classes < 2 or self.classes > self.nodes:
-            raise LadleError(f"csbm needs 2 <= classes <= nodes, got nodes={self.nodes} classes={self.classes}")
+            raise LadleError(f"csbm needs 2 <= classes <= nodes, got nodes={self.nodes} classes={self.classes}", fix=fix)
         if self.features < 1 or self.community < 1 or not 0 < self.degree < self.nodes:
-            raise LadleError("csbm needs features >= 1, community >= 1 and 0 < degree < nodes")
+            raise LadleError("csbm needs features >= 1, community >= 1 and 0 < degree < nodes", fix=fix)
         for name in ("homophily", "locality"):
             if not 0.0 <= getattr(self, name) <= 1.0:
-                raise LadleError(f"csbm {name} must be in [0, 1], got {getattr(self, name)}")
+                raise LadleError(f"csbm {name} must be in [0, 1], got {getattr(self, name)}", fix=fix)
+        if self.signal < 0 or self.seed < 0:
+            raise LadleError(f"csbm needs signal >= 0 and seed >= 0, got {self.signal} and {self.seed}", fix=fix)
         if not (0 < self.train and 0 < self.val and self.train + self.val < 1):
-            raise LadleError(f"csbm needs train > 0, val > 0 and train + val < 1, got {self.train}, {self.val}")
+            raise LadleError(f"csbm needs train > 0, val > 0 and train + val < 1, got {self.train}, {self.val}", fix=fix)
+        # Features, then each drawn edge a few times over (pairs, keys, the sort) before deduplication.
+        need = 4 * self.nodes * self.features + 8 * 6 * self.nodes * self.degree
+        if too_big(need):
+            raise LadleError(f"csbm with nodes={self.nodes}, features={self.features}, degree={self.degree} needs "
+                             f"about {gib(need)}, more than the {gib(memory_available())} of memory free",
+                             fix="choose fewer nodes, features or a lower degree")
 
 
 PRESETS = {
@@ -87,7 +102,8 @@ def parse_csbm_spec(spec: str) -> CSBMConfig:
         try:
             changes[key] = (int if types[key] == "int" else float)(value)
         except ValueError:
-            raise LadleError(f"dataset {spec!r}: {key}={value!r} is not a {types[key]}") from None
+            raise LadleError(f"dataset {spec!r}: {key}={value!r} is not a {types[key]}",
+                             fix=f"write {key} as a{'n integer' if types[key] == 'int' else ' number'}") from None
     return replace(config, **changes)
 
 

@@ -37,3 +37,23 @@ def require_files(name: str, root, folder: Path, expected: list[str], download: 
                          fix="connect to the internet or copy the files there by hand") from None
     if not all((folder / f).exists() for f in expected):
         raise LadleError(where, fix="the download did not produce them; copy them there by hand")
+
+
+def download_raw(fetch: Callable[[Path], object], dataset_dir: Path, raw: str = "raw") -> None:
+    """Run a library's downloader (``fetch(folder)``) in a fresh temporary folder and move only its raw files
+    into ``dataset_dir/raw``. The library also processes what it fetched and reads that back (PyG's ``.pt``
+    files, loaded with pickle as a fallback); in a fresh folder it can only read back what it just wrote,
+    never a file already lying in the user's root."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fetch(Path(tmp))
+        found = [p for p in Path(tmp).rglob(raw) if p.is_dir()]
+        if not found:
+            raise LadleError(f"the download into {tmp} produced no {raw}/ folder", fix="copy the raw files by hand")
+        target = Path(dataset_dir) / raw
+        target.mkdir(parents=True, exist_ok=True)
+        for item in found[0].iterdir():
+            if item.is_file() and not item.is_symlink():
+                shutil.move(str(item), target / item.name)

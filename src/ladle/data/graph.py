@@ -10,6 +10,8 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
+from ladle.errors import LadleError
+
 TASKS = ("multiclass", "multilabel")
 METRICS = ("acc", "f1", "rocauc")
 
@@ -169,6 +171,10 @@ def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_c
     ``canonical=True`` says the edges already are (sorted, both directions, no duplicates).
     """
     num_nodes = int(x.size(0))
+    if task == "multiclass" and num_classes < 2:
+        raise LadleError(f"dataset {name}: its labels hold {num_classes} class{'es' if num_classes != 1 else ''}; a "
+                         "classifier needs at least two (every score would be 100%)",
+                         fix="check the labels: class ids 0..C-1 with C >= 2")
     if not canonical:
         edge_index = canonical_edges(edge_index.to(torch.long), num_nodes)
     y = y.to(torch.float32) if task == "multilabel" else y.to(torch.long).view(-1)

@@ -6,6 +6,9 @@ Keys: ``node_features`` [N, F] float, ``node_labels`` [N] int, ``edges`` [E, 2] 
 """
 from __future__ import annotations
 
+import math
+import os
+import stat
 import zipfile
 from pathlib import Path
 
@@ -14,18 +17,20 @@ import torch
 
 from ladle.data.graph import Graph, make_graph
 from ladle.errors import LadleError
+from ladle.profiling import gib, memory_available, too_big
 
 REQUIRED = ("node_features", "node_labels", "edges", "train_masks", "val_masks", "test_masks")
 
 
 def parse_npz_spec(spec: str) -> tuple[Path, int]:
-    """``npz:PATH`` or ``npz:PATH#K`` -> (path, split)."""
+    """``npz:PATH`` or ``npz:PATH#K`` -> (path, split). Only a last ``#`` followed by digits picks the split,
+    so a file whose name holds ``#`` is named as it is (``npz:a#b.npz``, or ``npz:run#3#0`` for split 0)."""
     body = spec.split(":", 1)[1]
-    path, _, split = body.partition("#")
+    path, hash_sign, split = body.rpartition("#")
+    if not hash_sign or not split.isdigit():
+        path, split = body, ""
     if not path:
         raise LadleError(f"dataset {spec!r} names no file", fix="write npz:PATH, for example npz:graph.npz#0")
-    if split and not split.isdigit():
-        raise LadleError(f"dataset {spec!r}: split {split!r} is not a number", fix="write npz:PATH#K with K = 0, 1, ...")
     return Path(path), int(split) if split else 0
 
 
@@ -51,8 +56,19 @@ def load_npz(path: str | Path, split: int = 0) -> Graph:
 
 
 def _read(path: Path) -> dict[str, np.ndarray]:
-    if not path.exists():
-        raise LadleError(f"{path} does not exist", fix="check the path after npz:")
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        stem, hash_sign, split = str(path).rpartition("#")
+        hint = (f"; if #{split} was to pick a split, {split!r} is not a number"
+                if hash_sign and os.path.exists(stem) else "")
+        raise LadleError(f"{path} does not exist{hint}", fix="check the path after npz: (npz:PATH#K picks split K)") \
+            from None
+    except OSError as err:
+        raise LadleError(f"cannot read {path}: {err.strerror or err}", fix="check the path after npz:") from None
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "not a regular file"
+        raise LadleError(f"{path} is {kind}, not an .npz file", fix="give the path of the .npz file after npz:")
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic != b"PK\x03\x04":
@@ -66,6 +82,7 @@ def _read(path: Path) -> dict[str, np.ndarray]:
                     f"{path} lacks the keys {', '.join(missing)} (it has {', '.join(f.files) or 'none'})",
                     fix="save it with np.savez(path, " + ", ".join(f"{k}=..." for k in REQUIRED) + ")",
                 )
+            _check_sizes(path, REQUIRED)
             return {k: f[k] for k in REQUIRED}
     except LadleError:
         raise
@@ -76,6 +93,68 @@ def _read(path: Path) -> dict[str, np.ndarray]:
         raise LadleError(f"{path} is not a readable .npz file: {err}", fix="write it with numpy.savez") from None
     except (OSError, zipfile.BadZipFile, EOFError) as err:
         raise LadleError(f"{path} is not a readable .npz file: {err}", fix="write it with numpy.savez") from None
+
+
+def _check_sizes(path: Path, keys) -> None:
+    """Read each array's header (not its data): the size it claims must fit the bytes the archive says it holds,
+    and all of them the memory free now, before anything is decompressed."""
+    total = 0
+    with zipfile.ZipFile(path) as archive:
+        for key in keys:
+            info = archive.getinfo(f"{key}.npy")
+            with archive.open(info) as member:
+                total += _checked_header(member, info.file_size, f"{path}: {key}")
+    if too_big(total):
+        raise LadleError(f"{path} decompresses to {gib(total)}, more than the {gib(memory_available())} of memory "
+                         "free", fix="use a machine with more memory, or a smaller graph")
+
+
+def _checked_header(stream, size: int, where: str) -> int:
+    """The bytes an .npy stream's header promises, checked against the ``size`` the stream really has."""
+    try:
+        version = np.lib.format.read_magic(stream)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(stream)
+        header = stream.tell()
+    except ValueError as err:
+        raise LadleError(f"{where} has no valid array header ({err})", fix="write the file with numpy") from None
+    if dtype.hasobject:
+        raise LadleError(f"{where} holds Python objects, which ladle never unpickles", fix="store plain numeric arrays")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if header + nbytes != size:
+        raise LadleError(f"{where} claims shape {shape} ({nbytes:,} bytes) but holds {size - header:,} bytes of data",
+                         fix="the file is damaged: write it again with numpy")
+    return nbytes
+
+
+def read_arrays(path: Path, keys=None) -> dict[str, np.ndarray]:
+    """The arrays of an .npz (all, or ``keys``) or the one array of an .npy, with ``allow_pickle=False``, each
+    header checked against the bytes that really follow it before any array is read."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as err:
+        raise LadleError(f"cannot read {path}: {err.strerror or err}", fix="check that the file is there") from None
+    if not stat.S_ISREG(mode):
+        raise LadleError(f"{path} is not a regular file", fix="give the dataset's files themselves")
+    try:
+        if path.suffix == ".npy":
+            with open(path, "rb") as f:
+                nbytes = _checked_header(f, os.fstat(f.fileno()).st_size, str(path))
+            if too_big(nbytes):
+                raise LadleError(f"{path} holds {gib(nbytes)}, more than the memory free", fix="use a bigger machine")
+            return {"": np.load(path, allow_pickle=False)}
+        with np.load(path, allow_pickle=False) as f:
+            keys = list(f.files) if keys is None else list(keys)
+            missing = [k for k in keys if k not in f.files]
+            if missing:
+                raise LadleError(f"{path} lacks the arrays {', '.join(missing)}", fix="give the dataset's original files")
+            _check_sizes(path, keys)
+            return {k: f[k] for k in keys}
+    except LadleError:
+        raise
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as err:
+        raise LadleError(f"{path} is not a readable numpy file: {err}", fix="give the dataset's original files") from None
 
 
 def _features(x: np.ndarray, where: str) -> np.ndarray:
@@ -107,6 +186,9 @@ def _labels(y: np.ndarray, n: int, where: str) -> np.ndarray:
     if y.min() < 0:
         raise LadleError(f"{where}: node_labels has negative values (min {int(y.min())})",
                          fix="labels must be class ids 0..C-1")
+    if y.max() >= max(n, 2):
+        raise LadleError(f"{where}: node_labels has class id {int(y.max())} for {n} nodes: more classes than nodes",
+                         fix="number the classes 0..C-1 (for example with numpy.unique(labels, return_inverse=True))")
     return y.astype(np.int64, copy=False)
 
 

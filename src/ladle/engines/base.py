@@ -28,11 +28,12 @@ class IngredientStore:
 
     run_path: str
     dataset: dict
+    identity: str | None = None  # the run config's identity hash, recorded in every sidecar
 
     def save(self, record) -> None:
         from ladle.store import RunDir
 
-        RunDir(self.run_path).save_ingredient(record, self.dataset)
+        RunDir(self.run_path).save_ingredient(record, self.dataset, self.identity)
 
     def is_done(self, spec: IngredientSpec) -> bool:
         from ladle.store import RunDir

@@ -27,6 +27,7 @@ from ladle.engines.base import Finished, IngredientStore, OnProgress, train_and_
 from ladle.errors import LadleError
 
 log = logging.getLogger(__name__)
+USER_ERROR = 3  # a worker's exit status after it reported a LadleError
 # What the forkserver imports once, before it forks any worker.
 PRELOAD = ["torch", "torch_geometric", "ladle.engines.process", "ladle.train"]
 
@@ -85,7 +86,12 @@ def _worker(spec, graph, store, device, threads, slot, channel, parent: int) -> 
     def progress(name, epoch, epochs, best, worker):
         send(("epoch", name, epoch, epochs, best, worker))
 
-    done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
+    try:
+        done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
+    except LadleError as err:  # the user's to fix (a full disk, say): reported as it is, not retried
+        send(("error", spec.name, err.message, err.fix))
+        channel.close()
+        os._exit(USER_ERROR)
     send(("done", done))
     channel.close()
 
@@ -159,9 +165,10 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
     running: dict = {}  # process -> (spec, slot, the read end of its pipe)
     free = list(range(engine.workers))
     finished: dict[str, Finished] = {}
+    reported: dict[str, LadleError] = {}
 
     def drain(readers, timeout):
-        _drain(readers, finished, on_epoch, on_done, timeout=timeout)
+        _drain(readers, finished, on_epoch, on_done, reported, timeout=timeout)
 
     try:
         while pending or running:
@@ -185,6 +192,8 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                 reader.close()
                 if process.exitcode == 0 and store.is_done(spec):
                     continue
+                if spec.name in reported:
+                    raise reported[spec.name]
                 attempts[spec.name] += 1
                 if attempts[spec.name] > engine.retries:
                     raise LadleError(f"{spec.name} failed {attempts[spec.name]} times (last exit code "
@@ -202,7 +211,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
     return [finished[s.name] for s in specs if s.name in finished]
 
 
-def _drain(readers, finished, on_epoch, on_done, *, timeout: float) -> None:
+def _drain(readers, finished, on_epoch, on_done, reported, *, timeout: float) -> None:
     """Handle every message waiting on the workers' pipes (waiting up to ``timeout`` for the first)."""
     for reader in wait([r for r in readers if not r.closed], timeout):
         while True:
@@ -215,6 +224,8 @@ def _drain(readers, finished, on_epoch, on_done, *, timeout: float) -> None:
             if event[0] == "epoch":
                 if on_epoch is not None:
                     on_epoch(*event[1:])
+            elif event[0] == "error":
+                reported[event[1]] = LadleError(f"{event[1]}: {event[2]}", fix=event[3])
             elif event[1].name not in finished:
                 finished[event[1].name] = event[1]
                 if on_done is not None:

@@ -134,6 +134,9 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                 try:
                     done = ray.get(ref)
                 except ray.exceptions.RayError as exc:
+                    cause = getattr(exc, "cause", None)
+                    if isinstance(cause, LadleError):  # the user's to fix (a full disk, say): said as it is
+                        raise LadleError(f"{spec.name}: {cause.message}", fix=cause.fix) from None
                     fix = "see the Ray logs, then ladle run --resume RUN_DIR"
                     raise LadleError(f"{spec.name} failed on Ray: {str(exc).splitlines()[0]}; the finished "
                                      "ingredients are stored", fix=fix) from None

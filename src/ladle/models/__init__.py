@@ -1,6 +1,11 @@
 """Models: ``build_model(config, in_channels, out_channels)`` on PyG layers."""
 from __future__ import annotations
 
+import functools
+import math
+
+import torch
+
 from ladle.config import ModelConfig
 from ladle.models.base import GNN, graph_input
 from ladle.models.gat import GAT
@@ -20,4 +25,18 @@ def build_model(config: ModelConfig, in_channels: int, out_channels: int, *, ini
     return MODELS[config.name](in_channels, out_channels, config)
 
 
-__all__ = ["GAT", "GCN", "GIN", "GNN", "GraphSAGE", "MLP", "MODELS", "build_model", "graph_input"]
+@functools.lru_cache(maxsize=16)
+def expected_shapes(config: ModelConfig, in_channels: int, out_channels: int) -> dict[str, tuple]:
+    """The tensor shapes of the architecture, from a model built on the meta device (no memory, no init)."""
+    with torch.device("meta"):
+        model = MODELS[config.name](in_channels, out_channels, config)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def parameter_bytes(config: ModelConfig, in_channels: int, out_channels: int) -> int:
+    """Bytes the model's float32 tensors take, computed without allocating them."""
+    return 4 * sum(math.prod(shape) for shape in expected_shapes(config, in_channels, out_channels).values())
+
+
+__all__ = ["GAT", "GCN", "GIN", "GNN", "GraphSAGE", "MLP", "MODELS", "build_model", "expected_shapes", "graph_input",
+           "parameter_bytes"]

@@ -69,13 +69,14 @@ def part_nodes(membership: torch.Tensor, parts: int) -> list[torch.Tensor]:
 
 
 def _save(path: Path, membership: np.ndarray) -> None:
-    from ladle.store import atomic_write
+    from ladle.errors import LadleError
+    from ladle.files import atomic_write
 
     buffer = io.BytesIO()
     np.save(buffer, membership, allow_pickle=False)
     try:
         atomic_write(path, buffer.getvalue())
-    except OSError as err:  # a read-only cache only costs a recomputation next time
+    except (OSError, LadleError) as err:  # a read-only cache only costs a recomputation next time
         log.warning("could not cache the partition at %s: %s", path, err)
 
 

@@ -1,0 +1,207 @@
+"""Every file ladle writes or reads inside a run directory goes through here.
+
+A run directory may come from someone else, so nothing inside it is trusted: no path below the
+run's folder may be a symbolic link (a link could send a write, or a read, outside the run), a
+file must be a regular file of bounded size, and JSON must be an object of bounded size and depth.
+Writes are atomic (a temporary file created exclusively and without following links, flushed,
+fsynced, renamed), so a reader sees the old file or the new one, never half of one; a full disk
+or a read-only folder ends in one :class:`LadleError` naming the file, with everything written
+before intact. Append-only logs are rewritten whole by the same path, and read back tolerating a
+torn last line (a crash of an older ladle mid-append).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from ladle.errors import LadleError
+
+MAX_JSON_BYTES = 64 * 2**20  # a sidecar with a long trace is a few MB; more is not one ladle wrote
+MAX_JSON_DEPTH = 64
+WRITE_FIX = ("free some space (or fix the folder's permissions), then ladle run --resume RUN_DIR: the files "
+             "written before are intact")
+
+
+def sha256(payload: bytes) -> str:
+    return hashlib.sha256(payload).hexdigest()
+
+
+def check_inside(root: Path, path: Path) -> Path:
+    """``path`` if it lies below ``root`` with no symbolic link on the way (``root`` itself may be one: the user
+    named it); otherwise one LadleError naming the link."""
+    root, path = Path(root), Path(path)
+    try:
+        relative = path.relative_to(root)
+    except ValueError:
+        raise LadleError(f"{path} lies outside the run directory {root}", fix="give paths inside the run") from None
+    if ".." in relative.parts:
+        raise LadleError(f"{path} leaves the run directory {root}", fix="give paths inside the run")
+    current = root
+    for part in relative.parts:
+        current = current / part
+        try:
+            mode = os.lstat(current).st_mode
+        except FileNotFoundError:
+            break  # what does not exist yet cannot be a link; it is created below a checked folder
+        except OSError as err:
+            raise LadleError(f"cannot inspect {current}: {err.strerror or err}", fix="check the run's permissions") from None
+        if stat.S_ISLNK(mode):
+            raise LadleError(f"{current} is a symbolic link; ladle never follows links inside a run directory",
+                             fix="replace the link with the real file or folder (a copy), or restore the run")
+    return path
+
+
+def atomic_write(path: Path, payload: bytes, *, root: Path | None = None) -> None:
+    """Write ``payload`` to ``path`` atomically; with ``root``, refuse any link between ``root`` and ``path``.
+
+    The temporary file is created exclusively and without following links, so a planted file or
+    link of its name cannot redirect the write either.
+    """
+    path = Path(path)
+    if root is not None:
+        check_inside(root, path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    created = False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if root is not None:
+            check_inside(root, path)  # the folders just made, too
+        try:
+            os.unlink(tmp)  # a leftover of a crashed writer with our pid, or something planted
+        except FileNotFoundError:
+            pass
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        created = True
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        created = False
+        dir_fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+    except OSError as err:
+        if created:
+            _remove_quietly(tmp)
+        raise LadleError(f"cannot write {path}: {err.strerror or err}", fix=WRITE_FIX) from None
+    except BaseException:
+        if created:
+            _remove_quietly(tmp)
+        raise
+
+
+def _remove_quietly(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except OSError:  # a read-only folder: the temporary file could not be made or cannot be removed; say nothing
+        pass
+
+
+def write_json(path: Path, value: Any, *, root: Path | None = None) -> None:
+    atomic_write(path, (json.dumps(value, indent=2) + "\n").encode(), root=root)
+
+
+def read_bytes(path: Path, *, root: Path | None = None, limit: int | None = None, what: str = "file") -> bytes:
+    """A regular file's bytes (no link followed, none below ``root``), at most ``limit`` bytes."""
+    path = Path(path)
+    if root is not None:
+        check_inside(root, path)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise LadleError(f"{path} does not exist", fix=f"restore the {what}") from None
+    except OSError as err:
+        if err.errno == getattr(os, "ELOOP", None):
+            raise LadleError(f"{path} is a symbolic link; ladle never follows links inside a run directory",
+                             fix="replace the link with the real file") from None
+        raise LadleError(f"cannot read {path}: {err.strerror or err}", fix=f"restore the {what}") from None
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(f.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise LadleError(f"{path} is not a regular file", fix=f"restore the {what}")
+        if limit is not None and info.st_size > limit:
+            raise LadleError(f"{path} holds {info.st_size:,} bytes, more than the {limit:,} a {what} may",
+                             fix=f"restore the {what} ladle wrote")
+        return f.read()
+
+
+def read_json(path: Path, *, root: Path | None = None, what: str = "file") -> dict:
+    """A JSON object from ``path``; any other content (not JSON, another type, too large or too deep) is one
+    LadleError naming the file."""
+    text = read_bytes(path, root=root, limit=MAX_JSON_BYTES, what=what)
+    fix = f"the {what} is damaged: restore it, or delete it and let ladle write it again"
+    try:
+        value = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise LadleError(f"{path} is not valid JSON ({err})", fix=fix) from None
+    except RecursionError:
+        raise LadleError(f"{path} is nested too deeply to be a file ladle wrote", fix=fix) from None
+    if not isinstance(value, dict):
+        raise LadleError(f"{path} holds a JSON {type(value).__name__}, not an object", fix=fix)
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise LadleError(f"{path} is nested too deeply to be a file ladle wrote", fix=fix)
+    return value
+
+
+def _depth(value, level: int = 0) -> int:
+    if level > MAX_JSON_DEPTH:
+        return level
+    if isinstance(value, dict):
+        return max((_depth(v, level + 1) for v in value.values()), default=level + 1)
+    if isinstance(value, list):
+        return max((_depth(v, level + 1) for v in value), default=level + 1)
+    return level
+
+
+def read_jsonl(path: Path, *, root: Path | None = None) -> tuple[list[dict], bool]:
+    """The objects of a JSON-lines log and whether its last line was torn (dropped). Absent: ``([], False)``.
+
+    A damaged line before the last is not a torn append: one LadleError naming the file and line.
+    """
+    path = Path(path)
+    if root is not None:
+        check_inside(root, path)
+    if not os.path.lexists(path):
+        return [], False
+    text = read_bytes(path, root=root, limit=MAX_JSON_BYTES, what="log")
+    lines = text.split(b"\n")
+    complete, tail = lines[:-1], lines[-1]
+    records = []
+    for number, line in enumerate(complete, 1):
+        if not line.strip():
+            continue
+        record = _json_line(line)
+        if record is None:
+            if number == len(complete) and not tail.strip():  # the last line, then an empty tail
+                return records, True
+            raise LadleError(f"{path}: line {number} is not a JSON object",
+                             fix="the log is damaged: delete the line, or the file (it only records timings)")
+        records.append(record)
+    if tail.strip():  # no newline at the end: an append that did not finish
+        record = _json_line(tail)
+        if record is None:
+            return records, True
+        records.append(record)
+    return records, False
+
+
+def _json_line(line: bytes) -> dict | None:
+    try:
+        value = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def append_jsonl(path: Path, record: dict, *, root: Path | None = None) -> None:
+    """Append one object to a JSON-lines log by rewriting it atomically (a torn last line is dropped)."""
+    records, _ = read_jsonl(path, root=root)
+    records.append(record)
+    atomic_write(path, "".join(json.dumps(r) + "\n" for r in records).encode(), root=root)
