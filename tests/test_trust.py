@@ -144,7 +144,7 @@ def test_a_run_on_an_npz_graph_needs_the_file_given_again(tmp_path, capsys, monk
 @pytest.mark.parametrize("edit, needle", [
     (("lr = 0.01", "lr = 0.02"), "train.lr"),
     (("epochs = 5", "epochs = 6"), "train.epochs"),
-    (("seed = 0", "seed = 1"), "seeds.data"),
+    (("seed = 0", "seed = 1"), "seed: created with 0, now 1"),
     (("hidden = 8", "hidden = 16"), "model.hidden"),
 ])
 def test_resume_refuses_an_edited_config_before_any_training(run, capsys, edit, needle):

@@ -42,7 +42,9 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
           ) -> tuple[RunDir, Graph, list[Finished]]:
     """Create the run directory (or, with ``resume``, reopen it) and train every missing ingredient.
 
-    Each ingredient is stored as soon as it is done, by the worker that trained it; resuming
+    With ``trunk.epochs`` > 0 one trunk is trained first, here, and stored; every ingredient then
+    starts from it. With ``baseline = "long"`` the equal-compute baseline goes to the engine first
+    (it is the longest job). Each model is stored as soon as it is done, by the worker that trained it; resuming
     trains only those with no complete checkpoint, and refuses, before any training, a run whose
     stored ingredients were trained with other settings than its config now says. A new run
     reads its data from ``config.root`` (the user's own setting); a resumed one only from
@@ -61,26 +63,47 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
         graph = run_graph(run_dir, config, graph=graph, root=root, graph_file=graph_file)
         check_ingredients(run_dir, config, graph)
     else:
-        graph = graph if graph is not None else load_graph(config.dataset, config.root)
+        graph = with_metric(graph if graph is not None else load_graph(config.dataset, config.root), config.metric)
     _check_fits_graph(config, graph)
     meta = dataset_meta(graph)
     created = not resume
     if created:
         existed = Path(out).exists()
         run_dir = RunDir(out).create(config, meta)
-    done = set(run_dir.ingredient_names())
-    specs = [s for s in config.ingredient_specs() if s.name not in done]
-    log.info("training %d of %d ingredients of %s on %s with the %s engine", len(specs), config.ingredients,
-             config.model.name, graph.name, engine.resolved)
     store = IngredientStore(str(run_dir.path), meta, config.identity_sha256())
+    long = config.long_spec()
+    specs = [s for s in ([long] if long else []) + config.ingredient_specs() if not run_dir.has(s)]
     try:
+        store = _trunk(config, graph, store, run_dir, on_epoch)
+        log.info("training %d models of %s on %s with the %s engine", len(specs), config.model.name, graph.name,
+                 engine.resolved)
         finished = runner.run(specs, graph, store, device=config.device, engine=engine,
                               on_epoch=on_epoch, on_done=run_dir.log_timeline)
     except Exception:
-        if created and not run_dir.ingredient_names():  # nothing finished: leave no half-made run behind
+        if created and not _stored_any(run_dir, config):  # nothing finished: leave no half-made run behind
             _remove_run(run_dir, keep_folder=existed)
         raise
     return run_dir, graph, finished
+
+
+def _trunk(config: RunConfig, graph: Graph, store: IngredientStore, run_dir: RunDir, on_epoch) -> IngredientStore:
+    """Train and store the run's trunk unless it is stored; the store then carries its checksum to the workers."""
+    from ladle.engines.base import train_and_store, worker_label
+
+    spec = config.trunk_spec()
+    if spec is None:
+        return store
+    if not run_dir.has(spec):
+        done = train_and_store(spec, graph, store, device=config.device, threads=config.engine.threads,
+                               worker=worker_label("driver", 0), on_epoch=on_epoch)
+        run_dir.log_timeline(done)
+    _, sidecar = run_dir.load_checkpoint(spec)
+    return replace(store, trunk_sha256=sidecar["sha256"])
+
+
+def _stored_any(run_dir: RunDir, config: RunConfig) -> bool:
+    specs = [s for s in (config.trunk_spec(), config.long_spec()) if s is not None] + config.ingredient_specs()
+    return any(run_dir.has(s) for s in specs)
 
 
 def _remove_run(run_dir: RunDir, *, keep_folder: bool) -> None:
@@ -125,11 +148,22 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
                 raise LadleError(f"{err.message} (the run says its data was under {config.root!r}; ladle reads "
                                  "only a root you give it)", fix=f"pass --root {config.root} if you trust that "
                                                                  "folder, or your own copy's root") from None
+    graph = with_metric(graph, config.metric)
     if expected is not None and graph.fingerprint != expected:
         raise LadleError(f"the graph given ({graph.name}) is not the one {run_dir.path} was trained on "
                          f"(fingerprint {graph.fingerprint[:12]}…, the run recorded {expected[:12]}…)",
                          fix="give the dataset, root or --graph file the run was made with")
     return graph
+
+
+def with_metric(graph: Graph, metric: str) -> Graph:
+    """The graph scored by ``metric`` (``auto``: its own), refused where the metric does not fit the task."""
+    if metric in ("auto", graph.metric):
+        return graph
+    if (metric == "f1") != (graph.task == "multilabel") and metric != "rocauc":
+        raise LadleError(f"metric = {metric!r} does not fit {graph.name}, a {graph.task} task",
+                         fix="use acc or rocauc for class labels, f1 or rocauc for multi-label tasks")
+    return replace(graph, metric=metric)
 
 
 def _recorded_fingerprint(run_dir: RunDir) -> str | None:
@@ -148,12 +182,12 @@ def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = 
     manifest = run_dir.manifest()
     config_path = run_dir.path / "config.toml"
     if manifest is not None and manifest["identity_sha256"] != config.identity_sha256():
-        problems = []
-        for sidecar in run_dir.ingredient_sidecars():
+        problems = identity_differences(manifest.get("identity"), config.identity())
+        for sidecar in [] if problems else run_dir.ingredient_sidecars():
             index = sidecar["index"]
             if 0 <= index < config.ingredients:
                 problems += spec_differences(sidecar, config.ingredient_specs()[index])
-        detail = "; ".join(dict.fromkeys(p.split(" (")[0] for p in problems[:6])) if problems else (
+        detail = "; ".join(dict.fromkeys(problems[:6])) if problems else (
             "the settings differ from those it was created with")
         raise LadleError(f"{config_path} was edited after the run was created: {detail}",
                          fix="restore the config.toml the run was made with; to train with other settings, start "
@@ -181,6 +215,45 @@ def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = 
         if fingerprint is not None and sidecar["dataset"]["fingerprint"] != fingerprint:
             raise LadleError(f"{where} was trained on a different graph (dataset fingerprint differs)",
                              fix="remove it (ladle run --resume retrains it), or use the run it came from")
+    _check_trunk_and_baseline(run_dir, config)
+
+
+def identity_differences(recorded, current: dict) -> list[str]:
+    """``key: created with X, now Y`` for each setting of the run's identity that changed."""
+    from ladle.store import flatten
+
+    if not isinstance(recorded, dict):
+        return []
+    old, new = flatten(recorded), flatten(current)
+    return [f"{key}: created with {old.get(key, 'nothing')!r}, now {new.get(key, 'nothing')!r}"
+            for key in sorted(set(old) | set(new)) if old.get(key) != new.get(key)]
+
+
+def _check_trunk_and_baseline(run_dir: RunDir, config: RunConfig) -> None:
+    """The trunk and the long baseline are the ones the config asks for, and every model that branched from a
+    trunk branched from the one stored."""
+    from ladle.store import spec_differences
+
+    trunk_sha = None
+    for spec in (config.trunk_spec(), config.long_spec()):
+        if spec is None or not run_dir.has(spec):
+            continue
+        _, sidecar = run_dir.load_checkpoint(spec)
+        where = run_dir.checkpoint_path(spec).with_suffix(".json")
+        differences = spec_differences(sidecar, spec)
+        if differences:
+            raise LadleError(f"{where} was trained with other settings than the config says: "
+                             + "; ".join(differences[:4]), fix="restore the config.toml the run was made with")
+        if spec.role == "trunk":
+            trunk_sha = sidecar["sha256"]
+    branched = [s for s in run_dir.ingredient_sidecars() if s.get("trunk_sha256")]
+    if config.long_spec() is not None and run_dir.has(config.long_spec()):
+        branched.append(run_dir.load_checkpoint(config.long_spec())[1])
+    for sidecar in branched:
+        if sidecar["trunk_sha256"] != trunk_sha:
+            what = "is missing" if trunk_sha is None else "is not the one it started from"
+            raise LadleError(f"{sidecar['name']} started from a trunk that {what} ({run_dir.trunk / 'trunk.json'})",
+                             fix="restore the run's trunk; ladle will not soup models of two different trunks")
 
 
 def resume(out: str | Path, *, engine: EngineConfig | None = None, on_epoch: OnProgress | None = None,
@@ -219,6 +292,12 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
     test = Evaluator(graph_dev, model_config, "test", chunk_size=config.train.eval_chunk)
     scores = {i.name: {"sha256": fingerprints[i.name], "val": val.score(i.state), "test": test.score(i.state)}
               for i in ingredients} if soups else {}
+    baselines = {}
+    long = config.long_spec()
+    if soups and long is not None and run_dir.has(long):  # scored like the ingredients, from its weights
+        state, sidecar = run_dir.load_checkpoint(long)
+        _check_weights(str(run_dir.checkpoint_path(long)), state, model_config, graph.num_features, graph.num_classes)
+        baselines["long"] = {"sha256": sidecar["sha256"], "val": val.score(state), "test": test.score(state)}
     written = {}
     for method in soups:
         if on_soup:
@@ -243,6 +322,7 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
             "coefficients": result.coefficients,
             "ingredients_sha256": {n: fingerprints[n] for n in result.coefficients},
             "ingredient_scores": scores,
+            "baseline_scores": baselines,
             "options": {"granularity": config.granularity, **({"learned": config.learned.__dict__}
                                                                if result.fitted_on_val else {})},
             "trace": result.trace,

@@ -27,6 +27,7 @@ FLAG_KEYS = {
     "hidden": "model.hidden", "dropout": "model.dropout", "norm": "model.norm", "residual": "model.residual",
     "heads": "model.heads", "ingredients": "ingredients", "epochs": "train.epochs", "lr": "train.lr",
     "weight_decay": "train.weight_decay", "eval_every": "train.eval_every", "eval_chunk": "train.eval_chunk",
+    "patience": "train.patience", "trunk_epochs": "trunk.epochs", "baseline": "baseline", "metric": "metric",
     "seed": "seed", "init": "init",
     "soups": "soups", "granularity": "granularity", "device": "device",
     "sampler": "sampler.name", "fanouts": "sampler.fanouts", "batch_size": "sampler.batch_size",
@@ -173,6 +174,14 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--weight-decay", type=float, help="Adam weight decay (default 5e-4)")
     g.add_argument("--eval-every", type=int, help="validate every k epochs (default 1)")
     g.add_argument("--eval-chunk", type=int, help="layer-wise inference in chunks of this many nodes (default 0: full)")
+    g.add_argument("--patience", type=int, help="early stopping: validations without improvement before an "
+                   "ingredient stops, keeping its best weights (default 0: train every epoch)")
+    g.add_argument("--trunk-epochs", type=int, help="train one shared trunk this many epochs, then start every "
+                   "ingredient from it (default 0: from the shared initialisation)")
+    g.add_argument("--baseline", choices=["none", "long"], help="long: also train one model with K times an "
+                   "ingredient's epochs and patience, the equal-compute row of the report (default none)")
+    g.add_argument("--metric", choices=["auto", "acc", "rocauc", "f1"], help="what selects and is reported "
+                   "(default auto: the dataset's own; ROC-AUC for a binary npz graph)")
     g.add_argument("--seed", type=int, help="pipeline seed (default 0)")
     g.add_argument("--init", choices=["shared", "independent"], help="initialisation across ingredients (default shared)")
     g.add_argument("--device", help="torch device: cpu, cuda, cuda:N (default cpu)")

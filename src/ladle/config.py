@@ -22,6 +22,8 @@ MODEL_ALIASES = {"graphsage": "sage", "sage": "sage", "gcn": "gcn", "gat": "gat"
 NORMS = ("none", "batch", "layer")
 INIT_MODES = ("shared", "independent")
 DEVICE_TYPES = ("cpu", "cuda")
+METRIC_CHOICES = ("auto", "acc", "rocauc", "f1")
+BASELINES = ("none", "long")
 IDENTITY_EXCLUDED = ("root", "engine", "soups", "granularity", "learned")
 
 # Per-architecture defaults: the settings of each model's paper on Planetoid.
@@ -95,6 +97,8 @@ class TrainConfig:
         eval_every: validate every k epochs; the best-validation weights are kept (default 1).
         eval_chunk: nodes per chunk of layer-wise inference for validation and soups, bounding memory
             on graphs too large for one full-batch forward; 0 means one full-batch forward (default 0).
+        patience: early stopping: stop after this many validations without a better score, keeping the
+            best weights; 0 trains every epoch (default 0).
     """
 
     epochs: int = 200
@@ -102,6 +106,7 @@ class TrainConfig:
     weight_decay: float = 5e-4
     eval_every: int = 1
     eval_chunk: int = 0
+    patience: int = 0
 
     def __post_init__(self):
         _check_int("train.epochs", self.epochs, 1, 1_000_000)
@@ -109,6 +114,24 @@ class TrainConfig:
         _check_float("train.weight_decay", self.weight_decay, 0.0, 1.0)
         _check_int("train.eval_every", self.eval_every, 1, self.epochs)
         _check_int("train.eval_chunk", self.eval_chunk, 0)
+        _check_int("train.patience", self.patience, 0, 1_000_000)
+
+
+@dataclass(frozen=True)
+class TrunkConfig:
+    """A shared trunk the ingredients branch from (Frankle et al., ICML 2020, *Linear Mode Connectivity and
+    the Lottery Ticket Hypothesis*: after a short common trunk, runs that differ only in SGD noise are linearly
+    connected, the condition for averaging their weights to help).
+
+    Args:
+        epochs: epochs one model trains, with the run's sampler, before every ingredient starts from its
+            weights with its own data seed; 0 starts each ingredient from the shared initialisation (default 0).
+    """
+
+    epochs: int = 0
+
+    def __post_init__(self):
+        _check_int("trunk.epochs", self.epochs, 0, 1_000_000)
 
 
 SAMPLERS = ("full", "neighbor", "cluster", "saint-node", "saint-edge", "saint-rw", "fastgcn", "ladies")
@@ -285,9 +308,17 @@ class Recipe:
     seed: int | None = None
 
 
+ROLES = ("ingredient", "trunk", "long")
+
+
 @dataclass(frozen=True)
 class IngredientSpec:
-    """Everything one worker needs to train one ingredient, and nothing else."""
+    """Everything one worker needs to train one model of a run, and nothing else.
+
+    ``role`` is ``ingredient`` (the soups' members), ``trunk`` (trained once, the ingredients' start) or
+    ``long`` (the equal-compute baseline: one model, K times the budget); ``trunk_epochs`` > 0 means this
+    model starts from the run's stored trunk.
+    """
 
     index: int
     model: ModelConfig
@@ -297,10 +328,12 @@ class IngredientSpec:
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     part: int | None = None  # which part this ingredient trains on, when partitioned
+    role: str = "ingredient"
+    trunk_epochs: int = 0
 
     @property
     def name(self) -> str:
-        return f"ingredient-{self.index:02d}"
+        return f"ingredient-{self.index:02d}" if self.role == "ingredient" else self.role
 
 
 @dataclass(frozen=True)
@@ -316,6 +349,10 @@ class RunConfig:
         soups: soup methods to run, in order (default uniform, greedy, gis, ensemble).
         granularity: number of α values GIS tries per step, ``linspace(0, 1, granularity)`` (default 20).
         device: torch device string (default ``cpu``).
+        metric: ``auto`` (the dataset's own: OGB's, ROC-AUC for a binary npz graph, else accuracy), or
+            ``acc``, ``rocauc`` or ``f1``: what selection, early stopping, soups and the report use.
+        baseline: ``none`` (default) or ``long``: also train one model with K times an ingredient's epochs
+            and patience (from the trunk, if any), the equal-compute baseline of the report.
     """
 
     dataset: str = "csbm"
@@ -326,12 +363,15 @@ class RunConfig:
     soups: tuple[str, ...] = ("uniform", "greedy", "gis", "ensemble")
     granularity: int = 20
     device: str = "cpu"
+    metric: str = "auto"
+    baseline: str = "none"
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     sampler: SamplerConfig = field(default_factory=SamplerConfig)
     partition: PartitionConfig = field(default_factory=PartitionConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
     learned: LearnedSoupConfig = field(default_factory=LearnedSoupConfig)
+    trunk: TrunkConfig = field(default_factory=TrunkConfig)
     recipes: tuple[Recipe, ...] = ()
 
     def __post_init__(self):
@@ -345,6 +385,8 @@ class RunConfig:
         object.__setattr__(self, "soups", tuple(self.soups))
         _check_int("granularity", self.granularity, 2, 10_000)
         _check_str("device", self.device)
+        _check_choice("metric", self.metric, METRIC_CHOICES)
+        _check_choice("baseline", self.baseline, BASELINES)
         if self.device.split(":")[0] not in DEVICE_TYPES:
             raise LadleError(f"device must be cpu, cuda or cuda:N, got {self.device!r}", fix=_fix("device", "cpu or cuda"))
         for where, sampler in [("sampler", self.sampler)] + [(f"recipes[{i}].sampler", r.sampler)
@@ -371,9 +413,30 @@ class RunConfig:
                 sampler=recipe.sampler,
                 partition=self.partition,
                 part=None if self.partition.method == "none" else i % parts,
+                trunk_epochs=self.trunk.epochs,
             )
             for i, recipe in enumerate(per_ingredient)
         ]
+
+    def trunk_spec(self) -> IngredientSpec | None:
+        """The shared trunk: the run's sampler on the whole graph, validated once, at its last epoch (so its
+        weights are those after ``trunk.epochs`` epochs, the branching point), with a data seed of its own."""
+        if not self.trunk.epochs:
+            return None
+        train = dataclasses.replace(self.train, epochs=self.trunk.epochs, eval_every=self.trunk.epochs, patience=0)
+        return IngredientSpec(index=0, model=self.model, train=train, init_seed=derive_seed(self.seed, "init"),
+                              data_seed=derive_seed(self.seed, "trunk"), sampler=self.sampler, role="trunk")
+
+    def long_spec(self) -> IngredientSpec | None:
+        """The equal-compute baseline: one model on the whole graph with K times an ingredient's epochs and
+        patience, from the trunk when there is one, so both sides spend the same epochs."""
+        if self.baseline != "long":
+            return None
+        k = self.ingredients
+        train = dataclasses.replace(self.train, epochs=k * self.train.epochs, patience=k * self.train.patience)
+        return IngredientSpec(index=0, model=self.model, train=train, init_seed=derive_seed(self.seed, "init"),
+                              data_seed=derive_seed(self.seed, "long"), sampler=self.sampler, role="long",
+                              trunk_epochs=self.trunk.epochs)
 
     def identity(self) -> dict[str, Any]:
         """What decides the ingredients' weights: everything but where they train and which data root holds
@@ -516,7 +579,7 @@ def _toml_value(value: Any) -> str:
 
 
 TABLES = {"model": ModelConfig, "train": TrainConfig, "sampler": SamplerConfig, "partition": PartitionConfig,
-          "engine": EngineConfig, "learned": LearnedSoupConfig}
+          "engine": EngineConfig, "learned": LearnedSoupConfig, "trunk": TrunkConfig}
 
 
 def _known_keys() -> set[str]:

@@ -44,11 +44,16 @@ def build_results(run_dir: RunDir) -> dict:
         {"name": s["name"], **checked.get(s["name"], {"val": s["scores"]["val"], "test": s["scores"]["test"]}),
          "scores": "recomputed" if s["name"] in checked else "recorded", "best_epoch": s["best_epoch"],
          "seconds": s["seconds"], "seeds": s["seeds"], "sampler": s.get("sampler", {"name": "full"}),
-         "partition": s.get("partition")}
+         "partition": s.get("partition"), "epochs": s["train"].get("epochs"),
+         "epochs_trained": s.get("epochs_trained", s["train"].get("epochs"))}
         for s in sidecars
     ]
     results = {"dataset": sidecars[0]["dataset"] if sidecars else {"name": config.dataset},
-               "model": config.model.name, "config": config.to_dict(), "ingredients": ingredients}
+               "model": config.model.name, "config": config.to_dict(), "ingredients": ingredients,
+               "trunk": _stored(run_dir, config.trunk_spec(), stored), "baselines": {}}
+    long = _stored(run_dir, config.long_spec(), stored)
+    if long is not None:
+        results["baselines"]["long"] = long
     if not ingredients:
         return {**results, "best_ingredient": None, "ingredient_mean": None, "soups": {}}
     best = max(ingredients, key=lambda r: r["val"])  # first of equals: the lowest index
@@ -57,6 +62,8 @@ def build_results(run_dir: RunDir) -> dict:
         "val": statistics.fmean(r["val"] for r in ingredients), "val_std": _std([r["val"] for r in ingredients]),
         "test": statistics.fmean(r["test"] for r in ingredients), "test_std": _std([r["test"] for r in ingredients]),
     }
+    for entry in results["baselines"].values():
+        entry["gain_test"] = entry["test"] - best["test"]
     soups = {}
     order = [m for m in config.soups if m in stored] + sorted(set(stored) - set(config.soups))
     for name, s in ((n, stored[n]) for n in order):
@@ -71,6 +78,21 @@ def build_results(run_dir: RunDir) -> dict:
     return results
 
 
+def _stored(run_dir: RunDir, spec, soups: dict) -> dict | None:
+    """A trunk or baseline's entry: its scores as the soup step recomputed them where the checksum matches."""
+    if spec is None or not run_dir.has(spec):
+        return None
+    _, sidecar = run_dir.load_checkpoint(spec)
+    entry = {"val": sidecar["scores"]["val"], "test": sidecar["scores"]["test"], "scores": "recorded",
+             "epochs": spec.train.epochs, "epochs_trained": sidecar.get("epochs_trained"),
+             "seconds": sidecar["seconds"]}
+    for soup in soups.values():
+        found = soup.get("baseline_scores", {}).get(spec.role)
+        if found is not None and found["sha256"] == sidecar["sha256"]:
+            entry.update(val=found["val"], test=found["test"], scores="recomputed")
+    return entry
+
+
 def table_rows(results: dict) -> list[dict]:
     """One row per line of the report table: label, val, test, gain over the best ingredient."""
     rows = [{"label": r["name"] + _recipe_note(r) + ("*" if r.get("scores") == "recorded" else ""),
@@ -81,6 +103,11 @@ def table_rows(results: dict) -> list[dict]:
                      "test": b["test"], "gain": None})
         rows.append({"label": "ingredients mean ± std", "kind": "summary", "val": m["val"], "test": m["test"],
                      "val_std": m["val_std"], "test_std": m["test_std"], "gain": None})
+    for b in results.get("baselines", {}).values():
+        k = len(results["ingredients"])
+        rows.append({"label": f"single model, {k}x budget ({b['epochs_trained']} epochs)"
+                              + ("*" if b["scores"] == "recorded" else ""), "kind": "reference",
+                     "val": b["val"], "test": b["test"], "gain": b["gain_test"], "seconds": b["seconds"]})
     for name, s in results["soups"].items():
         notes = [] if s["is_soup"] else ["not a soup: K models"]
         if s["fitted_on_val"]:
@@ -151,6 +178,8 @@ def _gis_trace(trace) -> bool:
 
 def _recipe_note(ingredient: dict) -> str:
     notes = []
+    if isinstance(ingredient.get("epochs_trained"), int) and ingredient["epochs_trained"] != ingredient.get("epochs"):
+        notes.append(f"stopped at epoch {ingredient['epochs_trained']}")
     sampler = ingredient.get("sampler") or {}
     if sampler.get("name", "full") != "full":
         notes.append(sampler["name"])

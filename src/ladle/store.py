@@ -134,6 +134,8 @@ def check_sidecar(sidecar: dict, path: Path) -> None:
         _require(path, is_number(sidecar.get("seconds")) and isinstance(sidecar.get("best_epoch"), int),
                  "seconds or best_epoch is not a number")
         _require(path, isinstance(sidecar.get("history"), list), "history is not a list")
+        _require(path, sidecar.get("epochs_trained") is None or isinstance(sidecar["epochs_trained"], int),
+                 "epochs_trained is not an integer")
     else:
         coefficients = sidecar.get("coefficients")
         _require(path, isinstance(coefficients, dict) and all(is_number(c) for c in coefficients.values()),
@@ -145,10 +147,11 @@ def check_sidecar(sidecar: dict, path: Path) -> None:
         shas = sidecar.get("ingredients_sha256", {})
         _require(path, isinstance(shas, dict) and all(isinstance(v, str) for v in shas.values()),
                  "ingredients_sha256 is not a table of hashes")
-        recomputed = sidecar.get("ingredient_scores", {})
-        _require(path, isinstance(recomputed, dict) and all(
-            isinstance(v, dict) and isinstance(v.get("sha256"), str) and is_number(v.get("val"))
-            and is_number(v.get("test")) for v in recomputed.values()), "ingredient_scores is malformed")
+        for key in ("ingredient_scores", "baseline_scores"):
+            recomputed = sidecar.get(key, {})
+            _require(path, isinstance(recomputed, dict) and all(
+                isinstance(v, dict) and isinstance(v.get("sha256"), str) and is_number(v.get("val"))
+                and is_number(v.get("test")) for v in recomputed.values()), f"{key} is malformed")
 
 
 def model_from_sidecar(sidecar: dict) -> tuple[ModelConfig, int, int]:
@@ -163,6 +166,10 @@ def model_from_sidecar(sidecar: dict) -> tuple[ModelConfig, int, int]:
                          fix="restore the .json written beside the weights") from None
 
 
+# Settings added after runs were first stored: a sidecar without them was made with these values.
+LATER_DEFAULTS = {"train.patience": 0, "trunk_epochs": 0}
+
+
 def spec_fields(spec: IngredientSpec) -> dict:
     """What an ingredient sidecar records of the spec it was trained from (compared on resume, soup, verify)."""
     return {
@@ -171,6 +178,7 @@ def spec_fields(spec: IngredientSpec) -> dict:
         "sampler": {**spec.sampler.__dict__, "fanouts": list(spec.sampler.fanouts)},
         "partition": None if spec.part is None else {**spec.partition.__dict__, "part": spec.part},
         "seeds": {"init": spec.init_seed, "data": spec.data_seed},
+        "trunk_epochs": spec.trunk_epochs,
     }
 
 
@@ -180,17 +188,20 @@ def spec_differences(sidecar: dict, spec: IngredientSpec) -> list[str]:
     recorded = {key: sidecar.get(key) for key in expected}
     if isinstance(recorded["model"], dict):
         recorded["model"] = {k: v for k, v in recorded["model"].items() if k not in ("in_channels", "out_channels")}
-    flat_expected, flat_recorded = _flatten(expected), _flatten(recorded)
+    flat_expected, flat_recorded = flatten(expected), flatten(recorded)
+    for key, default in LATER_DEFAULTS.items():
+        if flat_recorded.get(key) is None and flat_expected.get(key) == default:
+            flat_recorded[key] = default
     return [f"{key}: trained with {flat_recorded.get(key, 'nothing')!r}, the config now says {flat_expected.get(key)!r}"
             for key in sorted(set(flat_expected) | set(flat_recorded))
             if flat_expected.get(key) != flat_recorded.get(key)]
 
 
-def _flatten(value, prefix: str = "") -> dict:
+def flatten(value, prefix: str = "") -> dict:
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
+            out.update(flatten(v, f"{prefix}{k}."))
         return out
     return {prefix.rstrip("."): list(value) if isinstance(value, tuple) else value}
 
@@ -231,6 +242,8 @@ class RunDir:
         self.ingredients = self.path / "ingredients"
         self.soups = self.path / "soups"
         self.plots = self.path / "plots"
+        self.trunk = self.path / "trunk"  # trunk.safetensors: where every ingredient starts, when trunk.epochs > 0
+        self.baselines = self.path / "baselines"  # long.safetensors: one model, K times an ingredient's budget
 
     # ---- creating and opening
 
@@ -257,7 +270,8 @@ class RunDir:
         atomic_write(self.path / "config.toml", dump_toml(config.to_dict()).encode(), root=self.path)
         if dataset is not None:
             write_json(self.path / "run.json", {"format": RUN_FORMAT, "dataset": dataset, "root": config.root,
-                                                "identity_sha256": config.identity_sha256()}, root=self.path)
+                                                "identity_sha256": config.identity_sha256(),
+                                                "identity": config.identity()}, root=self.path)
         return self
 
     def config(self) -> RunConfig:
@@ -286,12 +300,32 @@ class RunDir:
 
     # ---- ingredients and soups
 
+    def folder_for(self, role: str) -> Path:
+        return {"ingredient": self.ingredients, "trunk": self.trunk, "long": self.baselines}[role]
+
+    def checkpoint_path(self, spec: IngredientSpec) -> Path:
+        return self.folder_for(spec.role) / f"{spec.name}.safetensors"
+
+    def has(self, spec: IngredientSpec) -> bool:
+        """Whether a model of this run is stored (its sidecar exists: written last)."""
+        path = self.checkpoint_path(spec).with_suffix(".json")
+        check_inside(self.path, path)
+        return os_lexists(path)
+
+    def load_checkpoint(self, spec: IngredientSpec) -> tuple[dict[str, torch.Tensor], dict]:
+        """A stored trunk or baseline (or ingredient) of this run, checksum verified, name checked."""
+        path = self.checkpoint_path(spec)
+        state, sidecar = read_weights(path, root=self.path)
+        _check_name(sidecar, path.with_suffix(".json"), INGREDIENT_FORMAT)
+        return state, sidecar
+
     def save_ingredient(self, record, dataset: dict, identity: str | None = None) -> dict:
         spec = record.spec
         fields = spec_fields(spec)
         sidecar = {
             "format": INGREDIENT_FORMAT,
             "name": record.name,
+            "role": spec.role,
             "index": spec.index,
             **fields,
             "model": {**fields["model"], "in_channels": record.in_channels, "out_channels": record.out_channels},
@@ -299,12 +333,14 @@ class RunDir:
             "run_identity_sha256": identity,
             "scores": {"train": record.train, "val": record.val, "test": record.test},
             "best_epoch": record.best_epoch,
+            "epochs_trained": record.epochs_trained,
+            "trunk_sha256": record.trunk_sha256,
             "seconds": record.seconds,
             "device": record.device,
             "peak_device_mb": record.peak_device_mb,
             "history": record.history,
         }
-        return save_weights(self.ingredients / f"{record.name}.safetensors", record.state, sidecar, root=self.path)
+        return save_weights(self.checkpoint_path(spec), record.state, sidecar, root=self.path)
 
     def log_timeline(self, done) -> None:
         """Append which worker trained an ingredient, and when (``timeline.jsonl``, one object per line)."""

@@ -42,6 +42,8 @@ class IngredientRecord:
     out_channels: int = 0
     device: str = "cpu"
     peak_device_mb: float | None = None  # the CUDA allocator's peak while training (None on the CPU)
+    epochs_trained: int = 0  # fewer than the spec's epochs when early stopping ended training
+    trunk_sha256: str | None = None  # the stored trunk this model started from
 
     @property
     def name(self) -> str:
@@ -72,16 +74,21 @@ def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | No
 
 
 def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.device = "cpu",
-                     on_epoch: OnEpoch | None = None) -> IngredientRecord:
-    """Train one ingredient full-batch and return its best-validation weights.
+                     on_epoch: OnEpoch | None = None, start_state: dict | None = None) -> IngredientRecord:
+    """Train one ingredient and return its best-validation weights.
 
-    Ties in validation keep the earlier epoch. ``graph`` may already be on ``device``.
+    Ties in validation keep the earlier epoch. With ``train.patience`` > 0, training stops after that
+    many validations without a better score. ``start_state`` (a trunk's weights) replaces the
+    initialisation; the data seed still governs everything after. ``graph`` may already be on ``device``.
     """
     start = time.perf_counter()
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    model = build_model(spec.model, graph.num_features, graph.num_classes, init_seed=spec.init_seed).to(device)
+    model = build_model(spec.model, graph.num_features, graph.num_classes, init_seed=spec.init_seed)
+    if start_state is not None:
+        model.load_state_dict(start_state)
+    model = model.to(device)
     graph_on_device = graph.to(device)
     train_graph = _training_graph(spec, graph)
     # Samplers work on the CPU graph; full batches use the graph already on the device (one copy there,
@@ -94,6 +101,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     seed_everything(spec.data_seed)  # dropout draws from here on are this ingredient's own
 
     best_val, best_epoch, best_state, history = float("-inf"), 0, None, []
+    stale, epoch = 0, 0  # validations since the best one
     for epoch in range(1, spec.train.epochs + 1):
         model.train()
         losses = []
@@ -110,10 +118,17 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             history.append({"epoch": epoch, "loss": sum(losses) / max(len(losses), 1), **scores,
                             "seconds": round(time.perf_counter() - start, 3)})
             if scores["val"] > best_val:
-                best_val, best_epoch = scores["val"], epoch
+                best_val, best_epoch, stale = scores["val"], epoch, 0
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            else:
+                stale += 1
         if on_epoch is not None:
             on_epoch(spec.name, epoch, spec.train.epochs, best_val)
+        if spec.train.patience and stale >= spec.train.patience:
+            log.info("%s: early stop at epoch %d (best %d)", spec.name, epoch, best_epoch)
+            if on_epoch is not None:
+                on_epoch(spec.name, epoch, epoch, best_val)  # done: the progress bar ends here
+            break
 
     model.load_state_dict(best_state)
     final = split_scores(model, graph_on_device, chunk_size=spec.train.eval_chunk)
@@ -121,7 +136,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
     log.info("%s: best val %.4f at epoch %d (%.1fs)", spec.name, final["val"], best_epoch, seconds)
     return IngredientRecord(spec, best_state, final["val"], final["test"], final["train"], best_epoch, seconds,
-                            history, graph.num_features, graph.num_classes, str(device), peak)
+                            history, graph.num_features, graph.num_classes, str(device), peak, epoch)
 
 
 def _training_graph(spec: IngredientSpec, graph: Graph) -> Graph:

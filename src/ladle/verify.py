@@ -47,7 +47,7 @@ def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path |
         return checks + [Check(str(run_dir.path / "config.toml"), False, err.message)]
     checks += _manifest(run_dir, config)
     states, sidecars = {}, {}
-    for folder in (run_dir.ingredients, run_dir.soups):
+    for folder in (run_dir.ingredients, run_dir.soups, run_dir.trunk, run_dir.baselines):
         if not folder.is_dir() or folder.is_symlink():
             continue
         for sidecar_path in sorted(folder.glob("*.json")):
@@ -60,7 +60,12 @@ def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path |
                 sidecars[sidecar_path.stem] = sidecar
     ingredient_names = [n for n in sidecars if n.startswith("ingredient-")]
     checks += _ingredients_fit_config(run_dir, config, {n: sidecars[n] for n in ingredient_names})
-    checks += _soups_fit_ingredients(run_dir, sidecars, ingredient_names)
+    checks += _soups_fit_ingredients(run_dir, {n: s for n, s in sidecars.items() if n not in ("trunk", "long")},
+                                     ingredient_names)
+    try:
+        api._check_trunk_and_baseline(run_dir, config)
+    except LadleError as err:
+        checks.append(Check(str(run_dir.trunk), False, err.message))
     checks += _timeline(run_dir)
     try:
         graph = api.run_graph(run_dir, config, root=root, graph_file=graph_file)
@@ -94,8 +99,12 @@ def _manifest(run_dir: RunDir, config) -> list[Check]:
         return [Check(path, True, "absent (a run made before ladle recorded it): the config cannot be checked "
                                   "against its creation")]
     if manifest["identity_sha256"] != config.identity_sha256():
+        from ladle.api import identity_differences
+
+        changed = "; ".join(identity_differences(manifest.get("identity"), config.identity())[:4])
         return [Check(str(run_dir.path / "config.toml"), False, "edited after the run was created (its settings no "
-                                                                "longer hash to the identity in run.json)")]
+                                                                "longer hash to the identity in run.json)"
+                      + (f": {changed}" if changed else ""))]
     return [Check(path, True, "config unchanged since the run was created")]
 
 
@@ -211,6 +220,8 @@ def _scores(config, graph, states: dict, sidecars: dict, ingredient_names: list[
         claims = []
         if name in actual:
             claims.append((name, sidecar["scores"], actual[name]))
+        elif name in ("trunk", "long"):
+            claims.append((name, sidecar["scores"], {s: evaluators[s].score(states[name]) for s in ("val", "test")}))
         else:
             for member, entry in sidecar.get("ingredient_scores", {}).items():
                 if member in actual:
@@ -225,7 +236,7 @@ def _scores(config, graph, states: dict, sidecars: dict, ingredient_names: list[
         wrong = [f"{who}: {split} recorded {recorded[split]:.4f}, the weights score {got[split]:.4f}"
                  for who, recorded, got in claims for split in ("val", "test")
                  if abs(recorded[split] - got[split]) > tolerance[split]]
-        folder = "ingredients" if name in actual else "soups"
+        folder = {"trunk": "trunk", "long": "baselines"}.get(name, "ingredients" if name in actual else "soups")
         where = str(Path(folder) / f"{name}.json")
         checks.append(Check(where, not wrong, "; ".join(wrong[:3]) if wrong else "recorded scores match the weights"))
     return checks

@@ -2,7 +2,9 @@
 
 Keys: ``node_features`` [N, F] float, ``node_labels`` [N] int, ``edges`` [E, 2] int, and
 ``train_masks`` / ``val_masks`` / ``test_masks`` as [S, N] (S splits) or [N] bool.
-``npz:PATH#K`` picks split K (default 0). The file is opened with ``allow_pickle=False``.
+``npz:PATH#K`` picks split K (default 0). An optional ``metric`` ("acc" or "rocauc") names how the
+graph is scored; without it a binary task is scored by ROC-AUC, others by accuracy. The file is
+opened with ``allow_pickle=False``.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from ladle.errors import LadleError
 from ladle.profiling import gib, memory_available, too_big
 
 REQUIRED = ("node_features", "node_labels", "edges", "train_masks", "val_masks", "test_masks")
+OPTIONAL = ("metric",)  # the dataset's metric, "acc" or "rocauc"
 
 
 def parse_npz_spec(spec: str) -> tuple[Path, int]:
@@ -52,7 +55,20 @@ def load_npz(path: str | Path, split: int = 0) -> Graph:
         *(torch.from_numpy(masks[k]) for k in REQUIRED[3:]),
         name=f"npz:{path.name}#{split}",
         num_classes=num_classes,
+        metric=_metric(arrays.get("metric"), num_classes, where),
     )
+
+
+def _metric(stored, num_classes: int, where: str) -> str:
+    """The file's own ``metric`` key, else ROC-AUC for a binary task (accuracy rewards predicting the majority
+    class there), else accuracy."""
+    if stored is None:
+        return "rocauc" if num_classes == 2 else "acc"
+    value = str(stored.item()) if stored.shape == () and stored.dtype.kind in "US" else None
+    if value not in ("acc", "rocauc"):
+        raise LadleError(f"{where}: metric must be the string acc or rocauc, got {str(stored)[:40]!r}",
+                         fix='save it as metric=np.array("rocauc"), or leave it out')
+    return value
 
 
 def _read(path: Path) -> dict[str, np.ndarray]:
@@ -82,8 +98,9 @@ def _read(path: Path) -> dict[str, np.ndarray]:
                     f"{path} lacks the keys {', '.join(missing)} (it has {', '.join(f.files) or 'none'})",
                     fix="save it with np.savez(path, " + ", ".join(f"{k}=..." for k in REQUIRED) + ")",
                 )
-            _check_sizes(path, REQUIRED)
-            return {k: f[k] for k in REQUIRED}
+            optional = [k for k in OPTIONAL if k in f.files]
+            _check_sizes(path, REQUIRED + tuple(optional))
+            return {k: f[k] for k in (*REQUIRED, *optional)}
     except LadleError:
         raise
     except ValueError as err:

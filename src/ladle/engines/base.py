@@ -29,6 +29,7 @@ class IngredientStore:
     run_path: str
     dataset: dict
     identity: str | None = None  # the run config's identity hash, recorded in every sidecar
+    trunk_sha256: str | None = None  # the stored trunk ingredients start from (checked when read)
 
     def save(self, record) -> None:
         from ladle.store import RunDir
@@ -38,7 +39,23 @@ class IngredientStore:
     def is_done(self, spec: IngredientSpec) -> bool:
         from ladle.store import RunDir
 
-        return spec.name in RunDir(self.run_path).ingredient_names()
+        return RunDir(self.run_path).has(spec)
+
+    def start_state(self, spec: IngredientSpec) -> dict | None:
+        """The trunk's weights for a model that branches from it, read and checked in the worker."""
+        if not spec.trunk_epochs:
+            return None
+        from dataclasses import replace
+
+        from ladle.errors import LadleError
+        from ladle.store import RunDir
+
+        trunk = replace(spec, role="trunk")
+        state, sidecar = RunDir(self.run_path).load_checkpoint(trunk)
+        if self.trunk_sha256 is not None and sidecar["sha256"] != self.trunk_sha256:
+            raise LadleError(f"{RunDir(self.run_path).checkpoint_path(trunk)} changed while the run trained",
+                             fix="restore it, or remove the run's trunk and ingredients and train again")
+        return state
 
 
 @dataclass(frozen=True)
@@ -70,7 +87,11 @@ def train_and_store(spec: IngredientSpec, graph: Graph, store: IngredientStore, 
     try:
         started = time.time()
         progress = None if on_epoch is None else (lambda n, e, t, b: on_epoch(n, e, t, b, worker))
-        record = train_ingredient(spec, graph, device=device_for(device, spec.index), on_epoch=progress)
+        start_state = store.start_state(spec)
+        record = train_ingredient(spec, graph, device=device_for(device, spec.index), on_epoch=progress,
+                                  start_state=start_state)
+        if start_state is not None:
+            record.trunk_sha256 = store.trunk_sha256
         store.save(record)
         return Finished(record.name, record.val, record.test, record.seconds, worker, socket.gethostname(),
                         started, time.time())

@@ -2,7 +2,8 @@
 
 ``acc``: ``y_true``, ``y_pred`` [N, 1] (or [N]) class ids. ``f1``: micro-F1 over [N, T] 0/1
 arrays. ``rocauc``: ``y_true`` [N, T] 0/1 and ``y_pred`` [N, T] scores, averaged over the tasks
-that have both a positive and a negative node (OGB's rule).
+that have both a positive and a negative node (OGB's rule); for class ids (a binary task, as
+Platonov et al. score tolokers) the score is class 1's log-odds, one-vs-rest for more classes.
 """
 from __future__ import annotations
 
@@ -78,5 +79,9 @@ def score_logits(metric: str, logits: Tensor, y: Tensor) -> float:
     if metric == "f1":
         return micro_f1(y, logits > 0)
     if metric == "rocauc":
+        if y.dim() == 1:  # class ids: a binary task scores the log-odds of class 1, more classes one-vs-rest
+            if logits.size(1) == 2:
+                return rocauc(y, logits[:, 1] - logits[:, 0])
+            return rocauc(torch.nn.functional.one_hot(y, logits.size(1)), logits.softmax(-1))
         return rocauc(y, logits)
     raise KeyError(metric)

@@ -1,0 +1,222 @@
+"""Do soups pay off where the method is meant for? Converged ingredients against the strongest fair baselines.
+
+Each pipeline trains K = 4 ingredients to convergence (early stopping on validation, within an epoch cap),
+optionally branched from a shared trunk of E epochs, and beside them one model given the same total compute
+(K times the ingredients' epoch cap and patience, from the same trunk: what data-parallel training with K
+workers would reach at perfect scaling). Rows: the best ingredient (chosen on validation), the single model with
+K times the budget, the uniform, greedy, GIS and learned soups, and the ensemble (K models at inference). Every
+selection uses validation; test is reported. Metrics are each graph's published one: accuracy for Cora, CiteSeer
+(Planetoid public split), squirrel_filtered and the synthetic graphs, ROC-AUC for tolokers (Platonov et al.,
+ICLR 2023, score both so); for the npz graphs split s of the file serves seed s.
+
+    python benchmarks/payoff.py --root ../shared/data/planetoid        # every cell but products (~4 h, 2 cores)
+    python benchmarks/payoff.py --products                             # csbm-products, 1 seed (~3 h)
+    python benchmarks/payoff.py --quick --root ../shared/data/planetoid   # a few minutes: tiny caps, 1 seed
+
+Each finished pipeline is one JSON object per line in ``--records`` (default runs/payoff/records.jsonl); a rerun
+skips the pipelines already there, so a stopped run carries on. The table gives mean ± std over seeds (test, in
+points); the last line is key=value pairs: ``gis_wins=N cells=M gis_mean_gain=… gis_vs_long=… trunk_gain=…``
+(GIS's mean gain over the best ingredient, over the single K-budget model, and what the trunk adds to GIS's gain).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROWS = ["best", "long", "uniform", "greedy", "gis", "learned", "ensemble"]
+LABELS = {"best": "best ingredient", "long": "single model, 4x budget", "uniform": "uniform", "greedy": "greedy",
+          "gis": "GIS", "learned": "learned (fit on val)", "ensemble": "ensemble (4 models)"}
+
+
+@dataclass(frozen=True)
+class Cell:
+    dataset: str
+    model: str
+    sampler: dict
+    seeds: int
+    trunk: int  # the E of the trunk setting; each cell runs with 0 and with E
+    epochs: int  # each ingredient's cap
+    patience: int
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        name = self.dataset.split("/")[-1].replace(".npz", "")
+        return f"{name} {self.model} {self.sampler['name']}"
+
+
+def cells(args) -> list[Cell]:
+    npz = Path(args.shared) / "data" / "npz"
+    neighbor = {"name": "neighbor", "fanouts": [10, 5], "batch_size": 512}
+    full = {"name": "full"}
+    small = [Cell(name, model, full, 5, 20, 200, 30) for name in ("Cora", "CiteSeer", f"npz:{npz / 'squirrel_filtered.npz'}")
+             for model in ("gcn", "sage")]
+    tolokers = f"npz:{npz / 'tolokers.npz'}"
+    out = small + [
+        Cell(tolokers, "sage", neighbor, 3, 5, 50, 10),
+        Cell(tolokers, "gcn", full, 3, 30, 300, 50),
+        Cell("csbm-arxiv", "sage", {**neighbor, "batch_size": 1024}, 3, 2, 10, 3,
+             {"model": {"hidden": 128}, "learned": {"epochs": 20}}),
+    ]
+    if args.products:
+        out = [Cell("csbm-products", "sage", {**neighbor, "batch_size": 1024}, 1, args.products_trunk, 6, 2,
+                    {"model": {"hidden": 128}, "train": {"eval_chunk": 100_000}, "soups": ["uniform", "greedy", "gis",
+                                                                                         "pls", "ensemble"],
+                     "learned": {"epochs": 20, "parts": 32, "parts_per_epoch": 4}})]
+    if args.quick:
+        out = [Cell(c.dataset, c.model, c.sampler, 1, max(1, c.trunk // 10), max(2, c.epochs // 10),
+                    max(1, c.patience // 10), c.extra) for c in out[:1] + out[6:8]]
+    return out
+
+
+def config_for(cell: Cell, seed: int, trunk: int, args) -> dict:
+    dataset = f"{cell.dataset}#{seed}" if cell.dataset.startswith("npz:") else cell.dataset
+    extra = {k: dict(v) if isinstance(v, dict) else v for k, v in cell.extra.items()}
+    return {"dataset": dataset, "root": args.root, "ingredients": 4, "seed": seed, "baseline": "long",
+            "soups": extra.pop("soups", ["uniform", "greedy", "gis", "learned", "ensemble"]),
+            "model": {"name": cell.model, **extra.pop("model", {})},
+            "train": {"epochs": cell.epochs, "patience": cell.patience, **extra.pop("train", {})},
+            "sampler": cell.sampler, "trunk": {"epochs": trunk},
+            "engine": {"workers": args.workers, "threads": 1}, **extra}
+
+
+def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
+    from ladle import api
+    from ladle.config import build_config
+    from ladle.data import load_graph
+    from ladle.report import write_report
+    from ladle.store import RunDir
+    from scaling import MemoryMonitor  # benchmarks/: the peak summed PSS of this process and its workers
+
+    out = Path(args.work) / f"{cell.label.replace(' ', '-')}-t{trunk}-s{seed}"
+    if out.exists():
+        import shutil
+
+        shutil.rmtree(out)  # an unfinished pipeline starts again (the finished ones are in the records)
+    config = build_config(config_for(cell, seed, trunk, args))
+    peaks, clock = {}, {}
+    began = time.perf_counter()
+    with MemoryMonitor(args.memory) as monitor:
+        graph = load_graph(config.dataset, config.root)
+    peaks["load"], clock["load"] = monitor.peak, time.perf_counter() - began
+    start = time.perf_counter()
+    with MemoryMonitor(args.memory) as monitor:
+        run_dir, graph, _ = api.train(config, out, graph=graph)
+    peaks["train"] = monitor.peak
+    trained = time.perf_counter()
+    with MemoryMonitor(args.memory) as monitor:
+        api.soup(run_dir, graph=graph)
+    peaks["soups"] = monitor.peak
+    souped = time.perf_counter()
+    with MemoryMonitor(args.memory) as monitor:
+        results = write_report(RunDir(out))
+    peaks["report"] = monitor.peak
+    trunk_seconds = results["trunk"]["seconds"] if results.get("trunk") else 0.0
+    record = {"cell": cell.label, "dataset": graph.name, "metric": graph.metric, "model": cell.model,
+              "sampler": cell.sampler["name"], "trunk": trunk, "seed": seed,
+              "best": results["best_ingredient"]["test"], "best_val": results["best_ingredient"]["val"],
+              "long": results["baselines"]["long"]["test"], "long_val": results["baselines"]["long"]["val"],
+              "epochs_ingredients": [r["epochs_trained"] for r in results["ingredients"]],
+              "epochs_long": results["baselines"]["long"]["epochs_trained"], "epoch_cap": cell.epochs,
+              "seconds": {"load": round(clock["load"], 1), "trunk": round(trunk_seconds, 1),
+                          "training": round(trained - start - trunk_seconds, 1), "soups": round(souped - trained, 1),
+                          "report": round(time.perf_counter() - souped, 1)}}
+    if args.memory:
+        record["peak_mb"] = {stage: round(mb) for stage, mb in peaks.items()}
+    for name, soup in results["soups"].items():
+        record[name] = soup["test"]
+        record[f"{name}_val"] = soup["val"]
+    return record
+
+
+def table(records: list[dict]) -> tuple[list[str], dict]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in records:
+        groups.setdefault((r["cell"], r["trunk"]), []).append(r)
+    head = ("| cell | trunk | n | " + " | ".join(LABELS[r] for r in ROWS)
+            + " | GIS − best | epochs (ingr. / long) | s: trunk / train / soups |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    gains, versus_long, wins, by_trunk = [], [], 0, {}
+    for (cell, trunk), rs in sorted(groups.items()):
+        metric = rs[0]["metric"]
+
+        def stat(key, rs=rs):
+            values = [100 * r[key] for r in rs if key in r]
+            if not values:
+                return None, ""
+            mean = statistics.fmean(values)
+            std = statistics.stdev(values) if len(values) > 1 else 0.0
+            return mean, f"{mean:.2f} ± {std:.2f}"
+
+        means = {row: stat(row) for row in ROWS}
+        gain = means["gis"][0] - means["best"][0]
+        gains.append(gain)
+        versus_long.append(means["gis"][0] - means["long"][0])
+        wins += gain >= 0
+        by_trunk.setdefault(cell, {})[trunk] = gain
+        cells_text = [means[row][1] + (" ↓" if row not in ("best",) and means[row][0] is not None
+                                       and means[row][0] < means["best"][0] else "") for row in ROWS]
+        epochs = (f"{statistics.fmean(e for r in rs for e in r['epochs_ingredients']):.0f} / "
+                  f"{statistics.fmean(r['epochs_long'] for r in rs):.0f} (cap {rs[0]['epoch_cap']})")
+        seconds = " / ".join(f"{statistics.fmean(r['seconds'][k] for r in rs):.0f}" for k in ("trunk", "training", "soups"))
+        lines.append(f"| {cell} ({metric}) | {trunk} | {len(rs)} | " + " | ".join(cells_text)
+                     + f" | {gain:+.2f} | {epochs} | {seconds} |")
+    trunk_gain = [g[max(g)] - g[0] for g in by_trunk.values() if 0 in g and len(g) > 1]
+    figures = {"gis_wins": wins, "cells": len(gains),
+               "gis_mean_gain": round(statistics.fmean(gains), 3) if gains else "nan",
+               "gis_vs_long": round(statistics.fmean(versus_long), 3) if versus_long else "nan",
+               "trunk_gain": round(statistics.fmean(trunk_gain), 3) if trunk_gain else "nan"}
+    return lines, figures
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", default="data", help="the Planetoid root (Cora, CiteSeer raw files under it)")
+    parser.add_argument("--shared", default=str(Path(__file__).resolve().parents[2] / "shared"),
+                        help="the shared folder whose data/npz holds tolokers and squirrel_filtered")
+    parser.add_argument("--records", default="runs/payoff/records.jsonl")
+    parser.add_argument("--work", default="runs/payoff/work", help="where the pipelines' run directories go")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--products", action="store_true", help="the csbm-products cell alone")
+    parser.add_argument("--products-trunk", type=int, default=0, help="the trunk setting of the products cell")
+    parser.add_argument("--quick", action="store_true", help="a few cells, one seed, tiny caps")
+    parser.add_argument("--only", default="", help="run only the cells whose label contains this")
+    parser.add_argument("--table-only", action="store_true", help="print the table of the records, run nothing")
+    parser.add_argument("--memory", action="store_true",
+                        help="sample the peak resident memory (PSS) of each stage (on by default with --products)")
+    args = parser.parse_args(argv)
+    args.memory = args.memory or args.products
+    records_path = Path(args.records)
+    records_path.parent.mkdir(parents=True, exist_ok=True)
+    records = [json.loads(line) for line in records_path.read_text().splitlines()] if records_path.exists() else []
+    done = {(r["cell"], r["trunk"], r["seed"]) for r in records}
+    start = time.perf_counter()
+    for cell in [] if args.table_only else cells(args):
+        if args.only not in cell.label:
+            continue
+        for trunk in dict.fromkeys([0, cell.trunk] if not args.products else [cell.trunk]):
+            for seed in range(cell.seeds):
+                if (cell.label, trunk, seed) in done:
+                    continue
+                began = time.perf_counter()
+                record = run_pipeline(cell, seed, trunk, args)
+                record["wall_s"] = round(time.perf_counter() - began, 1)
+                with open(records_path, "a") as f:
+                    f.write(json.dumps(record) + "\n")
+                records.append(record)
+                print(f"{cell.label} trunk {trunk} seed {seed}: best {100 * record['best']:.2f} long "
+                      f"{100 * record['long']:.2f} gis {100 * record['gis']:.2f} ({record['wall_s']:.0f} s)", flush=True)
+    lines, figures = table(records)
+    print("\n".join(lines))
+    figures["minutes"] = round((time.perf_counter() - start) / 60, 1)
+    print(" ".join(f"{k}={v}" for k, v in figures.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""The shared trunk, early stopping, the K-times-budget baseline and the metric of binary graphs."""
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from ladle import api
+from ladle.cli import main
+from ladle.config import build_config
+from ladle.data import load_graph
+from ladle.store import RunDir
+from ladle.train import train_ingredient
+
+SMALL = "csbm:nodes=400,classes=3,features=8"
+
+
+def config(**changes):
+    values = {"dataset": SMALL, "ingredients": 3, "model": {"hidden": 8}, "train": {"epochs": 6},
+              "trunk": {"epochs": 4}, "soups": ["uniform", "gis"]}
+    values.update(changes)
+    return build_config(values)
+
+
+def weights(run):
+    return {p.relative_to(run).as_posix(): p.read_bytes() for p in sorted(run.rglob("*.safetensors"))}
+
+
+@pytest.fixture(scope="module")
+def trunk_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("trunk") / "run"
+    api.run(config(baseline="long"), out)
+    return out
+
+
+def test_the_trunk_is_trained_once_and_every_ingredient_starts_from_it(trunk_run):
+    run, cfg = RunDir(trunk_run), config(baseline="long")
+    graph = load_graph(SMALL)
+    trunk_state, trunk = run.load_checkpoint(cfg.trunk_spec())
+    assert [t["name"] for t in run.timeline()].count("trunk") == 1
+    assert trunk["train"]["epochs"] == 4 and trunk["epochs_trained"] == 4
+    for spec in cfg.ingredient_specs():
+        stored, sidecar = run.load_ingredient(spec.name)
+        assert sidecar["trunk_sha256"] == trunk["sha256"] and sidecar["trunk_epochs"] == 4
+        again = train_ingredient(spec, graph, start_state=trunk_state).state  # the trunk, then its own steps
+        assert all(torch.equal(stored[k], again[k]) for k in stored)
+        fresh = train_ingredient(replace(spec, trunk_epochs=0), graph).state
+        assert any(not torch.equal(stored[k], fresh[k]) for k in stored)
+    _, long = run.load_checkpoint(cfg.long_spec())
+    assert long["trunk_sha256"] == trunk["sha256"]
+
+
+def test_the_long_baseline_has_k_times_the_budget_and_is_a_row_of_the_report(trunk_run):
+    cfg = config(baseline="long")
+    _, long = RunDir(trunk_run).load_checkpoint(cfg.long_spec())
+    assert long["train"]["epochs"] == 3 * 6 and long["train"]["patience"] == 0
+    assert long["seeds"]["data"] not in {s.data_seed for s in cfg.ingredient_specs()}
+    results = json.loads((trunk_run / "results.json").read_text())
+    row = results["baselines"]["long"]
+    assert row["scores"] == "recomputed" and row["epochs"] == 18
+    assert row["gain_test"] == pytest.approx(row["test"] - results["best_ingredient"]["test"])
+    assert "single model, 3x budget" in (trunk_run / "report.md").read_text()
+    assert results["trunk"]["epochs"] == 4
+    patient = config(baseline="long", train={"epochs": 6, "patience": 2})
+    assert patient.long_spec().train.patience == 6
+
+
+@pytest.mark.parametrize("stop_at", ["trunk", "ingredient-01"])
+def test_a_run_stopped_in_the_trunk_or_the_ingredients_resumes_bit_identical(trunk_run, tmp_path, monkeypatch,
+                                                                            stop_at):
+    import ladle.engines.base as base
+
+    real = base.train_ingredient
+
+    def stop(spec, *args, **kwargs):
+        if spec.name == stop_at:
+            raise KeyboardInterrupt
+        return real(spec, *args, **kwargs)
+
+    monkeypatch.setattr(base, "train_ingredient", stop)
+    out = tmp_path / "stopped"
+    with pytest.raises(KeyboardInterrupt):
+        api.run(config(baseline="long"), out)
+    monkeypatch.undo()
+    assert (out / "trunk" / "trunk.json").exists() == (stop_at != "trunk")
+    api.resume(out)
+    assert weights(out) == weights(trunk_run)
+
+
+def test_every_engine_trains_the_same_trunk_and_ingredients(trunk_run, tmp_path):
+    out = tmp_path / "two"
+    api.run(config(baseline="long", engine={"workers": 2}), out)
+    assert weights(out) == weights(trunk_run)
+
+
+def test_early_stopping_stops_where_a_hand_made_validation_curve_says(monkeypatch):
+    import importlib
+
+    train = importlib.import_module("ladle.train")  # (the package's ``train`` is the pipeline function)
+    curve = iter([0.1, 0.5, 0.4, 0.45, 0.3, 0.9, 0.95])  # best at epoch 2, then two without a better one
+
+    def scripted(model, graph, splits=("train", "val", "test"), chunk_size=0):
+        return {s: (next(curve) if s == "val" else 0.0) for s in splits} if "val" in splits and len(splits) == 2 \
+            else {s: 0.0 for s in splits}
+
+    monkeypatch.setattr(train, "split_scores", scripted)
+    spec = replace(config().ingredient_specs()[0], trunk_epochs=0)
+    spec = replace(spec, train=replace(spec.train, epochs=7, patience=2))
+    record = train.train_ingredient(spec, load_graph(SMALL))
+    assert (record.epochs_trained, record.best_epoch) == (4, 2)
+    assert [h["epoch"] for h in record.history] == [1, 2, 3, 4]
+
+
+def test_an_edited_trunk_setting_is_refused_on_resume(trunk_run, tmp_path, capsys):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(trunk_run, run)
+    text = (run / "config.toml").read_text()
+    (run / "config.toml").write_text(text.replace("[trunk]\nepochs = 4", "[trunk]\nepochs = 5"))
+    assert main(["run", "--resume", str(run), "--quiet"]) == 2
+    assert "trunk.epochs" in " ".join(capsys.readouterr().err.split())
+
+
+def binary_graph(path, **extra):
+    rng = np.random.default_rng(0)
+    n = 300
+    labels = (rng.random(n) < 0.2).astype(np.int64)  # a minority class: accuracy rewards the majority
+    features = rng.normal(size=(n, 6)).astype(np.float32) + labels[:, None] * 0.8
+    edges = rng.integers(0, n, (4 * n, 2))
+    split = rng.random(n)
+    np.savez(path, node_features=features, node_labels=labels, edges=edges, train_masks=split < 0.5,
+             val_masks=(split >= 0.5) & (split < 0.75), test_masks=split >= 0.75, **extra)
+    return path
+
+
+def test_binary_graphs_are_scored_by_rocauc_unless_told_otherwise(tmp_path, capsys):
+    path = binary_graph(tmp_path / "b.npz")
+    assert load_graph(f"npz:{path}").metric == "rocauc"
+    assert load_graph(f"npz:{binary_graph(tmp_path / 'a.npz', metric=np.array('acc'))}").metric == "acc"
+    run = tmp_path / "run"
+    assert main(["run", "--dataset", f"npz:{path}", "--model", "mlp", "--ingredients", "2", "--epochs", "5",
+                 "--soups", "gis", "--out", str(run), "--quiet"]) == 0
+    results = json.loads((run / "results.json").read_text())
+    assert results["dataset"]["metric"] == "rocauc"
+    assert 0.0 <= results["soups"]["gis"]["test"] <= 1.0
+    flagged = tmp_path / "flagged"
+    assert main(["run", "--dataset", f"npz:{path}", "--model", "mlp", "--ingredients", "2", "--epochs", "5",
+                 "--soups", "gis", "--metric", "acc", "--out", str(flagged), "--quiet"]) == 0
+    assert json.loads((flagged / "results.json").read_text())["dataset"]["metric"] == "acc"
+    assert main(["run", "--dataset", SMALL, "--metric", "f1", "--out", str(tmp_path / "x")]) == 2
+    assert "does not fit" in capsys.readouterr().err
+
+
+def test_rocauc_of_class_ids_uses_class_ones_log_odds():
+    from ladle.evaluation.metrics import rocauc, score_logits
+
+    y = torch.tensor([0, 0, 1, 1, 0])
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.5], [0.0, 1.0], [1.0, 3.0], [0.0, -1.0]])
+    assert score_logits("rocauc", logits, y) == rocauc(y, logits[:, 1] - logits[:, 0])
+    assert score_logits("rocauc", logits, y) == pytest.approx(5 / 6)  # 5 of the 6 positive-negative pairs ordered
