@@ -212,9 +212,11 @@ def throughput(args) -> dict:
 def fullbatch(args) -> dict:
     import torch
 
-    from ladle.config import IngredientSpec, ModelConfig, SamplerConfig, TrainConfig
+    from ladle.config import IngredientSpec, TrainConfig
     from ladle.data import load_graph
     from ladle.models.gcn import GCN
+    from ladle.models.options import ModelConfig
+    from ladle.sampling.options import SamplerConfig
     from ladle.train import train_ingredient
 
     dataset = "csbm:nodes=3000,degree=20,features=100,classes=47" if args.tiny else "csbm-products"

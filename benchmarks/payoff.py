@@ -65,8 +65,8 @@ def cells(args) -> list[Cell]:
     ]
     if args.products:
         out = [Cell("csbm-products", "sage", {**neighbor, "batch_size": 1024}, 1, args.products_trunk, 6, 2,
-                    {"model": {"hidden": 128}, "train": {"eval_chunk": 100_000}, "soups": ["uniform", "greedy", "gis",
-                                                                                         "pls", "ensemble"],
+                    {"model": {"hidden": 128}, "eval": {"chunk": 100_000}, "soups": ["uniform", "greedy", "gis", "pls",
+                                                                                    "ensemble"],
                      "learned": {"epochs": 20, "parts": 32, "parts_per_epoch": 4}})]
     if args.quick:
         out = [Cell(c.dataset, c.model, c.sampler, 1, max(1, c.trunk // 10), max(2, c.epochs // 10),
@@ -185,6 +185,7 @@ def main(argv=None) -> int:
     parser.add_argument("--products", action="store_true", help="the csbm-products cell alone")
     parser.add_argument("--products-trunk", type=int, default=0, help="the trunk setting of the products cell")
     parser.add_argument("--quick", action="store_true", help="a few cells, one seed, tiny caps")
+    parser.add_argument("--seeds", type=int, default=0, help="at most this many seeds per cell (0: each cell's own)")
     parser.add_argument("--only", default="", help="run only the cells whose label contains this")
     parser.add_argument("--table-only", action="store_true", help="print the table of the records, run nothing")
     parser.add_argument("--memory", action="store_true",
@@ -196,21 +197,22 @@ def main(argv=None) -> int:
     records = [json.loads(line) for line in records_path.read_text().splitlines()] if records_path.exists() else []
     done = {(r["cell"], r["trunk"], r["seed"]) for r in records}
     start = time.perf_counter()
-    for cell in [] if args.table_only else cells(args):
-        if args.only not in cell.label:
+    chosen = [c for c in ([] if args.table_only else cells(args)) if args.only in c.label]
+    # Seed-major: a run stopped early still has every cell at the same number of seeds.
+    todo = [(seed, cell, trunk) for seed in range(max((c.seeds for c in chosen), default=0)) for cell in chosen
+            for trunk in dict.fromkeys([0, cell.trunk] if not args.products else [cell.trunk])
+            if seed < min(cell.seeds, args.seeds or cell.seeds)]
+    for seed, cell, trunk in todo:
+        if (cell.label, trunk, seed) in done:
             continue
-        for trunk in dict.fromkeys([0, cell.trunk] if not args.products else [cell.trunk]):
-            for seed in range(cell.seeds):
-                if (cell.label, trunk, seed) in done:
-                    continue
-                began = time.perf_counter()
-                record = run_pipeline(cell, seed, trunk, args)
-                record["wall_s"] = round(time.perf_counter() - began, 1)
-                with open(records_path, "a") as f:
-                    f.write(json.dumps(record) + "\n")
-                records.append(record)
-                print(f"{cell.label} trunk {trunk} seed {seed}: best {100 * record['best']:.2f} long "
-                      f"{100 * record['long']:.2f} gis {100 * record['gis']:.2f} ({record['wall_s']:.0f} s)", flush=True)
+        began = time.perf_counter()
+        record = run_pipeline(cell, seed, trunk, args)
+        record["wall_s"] = round(time.perf_counter() - began, 1)
+        with open(records_path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+        records.append(record)
+        print(f"{cell.label} trunk {trunk} seed {seed}: best {100 * record['best']:.2f} long "
+              f"{100 * record['long']:.2f} gis {100 * record['gis']:.2f} ({record['wall_s']:.0f} s)", flush=True)
     lines, figures = table(records)
     print("\n".join(lines))
     figures["minutes"] = round((time.perf_counter() - start) / 60, 1)

@@ -56,6 +56,7 @@ MODES = {
         "scaling": [],
         "speed": ["--epochs", "2"],
         "size": {"nodes": [10_000, 40_000, 160_000], "args": ["--epochs", "2"]},
+        "payoff": [],
     },
     "quick": {
         "small": ["--models", "gcn,gat", "--ingredients", "3", "--seeds", "5", "--epochs", "40", "--soups", SOUPS],
@@ -63,6 +64,7 @@ MODES = {
         "scaling": [],  # on a 20k-node graph fixed costs dominate and the ratios mean little
         "speed": ["--dataset", "csbm:nodes=20000", "--epochs", "2"],
         "size": {"nodes": [2_000, 8_000, 32_000], "args": ["--epochs", "2"]},
+        "payoff": ["--quick"],
     },
     "smoke": {
         "small": ["--datasets", "Cora", "--models", "gcn", "--ingredients", "2", "--seeds", "2", "--epochs", "3",
@@ -71,13 +73,16 @@ MODES = {
         "scaling": ["--dataset", "csbm:nodes=600", "--epochs", "1", "--no-ray"],
         "speed": ["--dataset", "csbm:nodes=600", "--epochs", "1", "--archs", "gcn,sage"],
         "size": {"nodes": [300, 600], "args": ["--epochs", "1"]},
+        "payoff": ["--quick", "--only", "Cora gcn"],
     },
 }
-SECTIONS = ("small", "large", "scaling", "speed", "size")
-RESUMABLE = {"small"}  # sections that keep their finished work when stopped (accuracy.py's records)
-# Each mode's report has its own folder, so the two keep their plots (same names) apart.
-DEFAULT_OUT = {"full": REPO / "docs" / "full" / "RESULTS.md", "quick": REPO / "docs" / "RESULTS.md",
-               "smoke": REPO / "runs" / "smoke" / "RESULTS.md"}
+SECTIONS = ("small", "large", "scaling", "speed", "size", "payoff")
+RESUMABLE = {"small", "payoff"}  # sections that keep their finished work when stopped (accuracy.py's records)
+# Each mode's report has its own folder; their plots share docs/results/, named after the mode. docs/RESULTS.md
+# is the index of the two reports.
+DEFAULT_OUT = {"full": REPO / "docs" / "full" / "RESULTS.md", "quick": REPO / "docs" / "quick" / "RESULTS.md",
+               "smoke": REPO / "runs" / "smoke" / "quick" / "RESULTS.md"}
+INDEX = REPO / "docs" / "RESULTS.md"
 
 
 # ---------------------------------------------------------------- running
@@ -168,7 +173,7 @@ def small(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
             "choice uses validation only. `learned` and `pls` fit their mixing weights on the validation nodes, so "
             "their validation score is not a selection signal. Published single-model figures: Kipf & Welling "
             "(GCN), Veličković et al. (GAT).", "", table, "",
-            "![ingredients against soups](results/small_soups.png)", "",
+            f"![ingredients against soups]({link('small_soups.png')})", "",
             "Where a soup did **not** beat the best ingredient (test mean below the best ingredient's mean):", ""]
     text += [f"- {s}" for s in short] or ["- nowhere"]
     figures = {k: v for k, v in figures.items() if k.endswith(("_best_ingredient", "_gis"))}
@@ -239,7 +244,8 @@ def large(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
             source = Path(r["run"]) / "plots" / png
             if source.exists():
                 shutil.copyfile(source, plots / f"large_{r['recipe']}_{png}")
-                pictures.append(f"![{r['recipe']} {png[:-4]}](results/large_{r['recipe']}_{png})")
+                name = f"large_{r['recipe']}_{png}"
+                pictures.append(f"![{r['recipe']} {png[:-4]}]({link(name)})")
     dataset = records[0]["dataset"]
     text = [heading(f"Sampled and partitioned ingredients on a large synthetic graph ({dataset})", ran),
             f"4 GCN ingredients per recipe, {records[0]['epochs']} epochs each; the best ingredient is chosen on "
@@ -266,7 +272,7 @@ def scaling(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
         timeline = keep / label / "timeline.jsonl"
         if timeline.exists():
             plot_timeline([json.loads(x) for x in timeline.read_text().splitlines()], plots / f"timeline_{label}.png")
-            pictures.append(f"![worker timeline, {label}](results/timeline_{label}.png)")
+            pictures.append(f"![worker timeline, {label}]({link(f'timeline_{label}.png')})")
     f = ran["figures"]
     targets = {"speedup": ("≥ 1.8", lambda v: v >= 1.8), "memory_ratio": ("≤ 1.3", lambda v: v <= 1.3),
                "ray_vs_process": ("≤ 1.15", lambda v: v <= 1.15)}
@@ -316,7 +322,7 @@ def size(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
     text = [heading("Soup time against graph size", ran),
             "GIS over 4 GCN ingredients (3 layers, 128 hidden, granularity 10) on csbm graphs of growing size, "
             "reference (full forward per α) and fast path, side by side.", "", *lines, "",
-            "![soup time against graph size](results/soup_time_vs_size.png)"]
+            f"![soup time against graph size]({link('soup_time_vs_size.png')})"]
     return "\n".join(text), {"size_speedup_largest": round(points[-1][2] / points[-1][3], 2)}
 
 
@@ -336,6 +342,24 @@ def plot_size(points: list[tuple], path: Path) -> None:
     ax.legend()
     _save(fig, path)
     plt.close(fig)
+
+
+def payoff(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
+    ran = run_script("payoff.py", [*mode["payoff"], "--root", mode["root"], "--records", str(work / "payoff.jsonl"),
+                                   "--work", str(work / "payoff")], work / "payoff.log")
+    table = [line for line in ran["lines"] if line.startswith("|")]
+    body = [heading("Soups against converged ingredients and equal compute", ran), "",
+            "K = 4 ingredients trained to convergence (early stopping on validation within an epoch cap), with no "
+            "trunk and with a shared trunk of E epochs, against the best ingredient (by validation), one model "
+            "given K times the budget from the same start, and the ensemble; test, mean ± std over seeds, in "
+            "points of each graph's metric; ↓ marks a row below the best ingredient. Seconds are per pipeline.",
+            "", *table]
+    return "\n".join(body), {f"payoff_{k}": v for k, v in ran["figures"].items() if k != "minutes"}
+
+
+def link(png: str) -> str:
+    """A plot's link from the report: every mode's plots share docs/results/, each named after its mode."""
+    return f"../results/{MACHINE['mode']}_{png}"
 
 
 def heading(title: str, ran: dict) -> str:
@@ -359,7 +383,7 @@ def run_section(section: str, mode: dict, work: Path, plots: Path, resume: bool)
               file=sys.stderr)
         record["reused"] = True
     else:
-        from ladle.store import atomic_write
+        from ladle.files import atomic_write
 
         # The small-graph sweep keeps its finished records when stopped, so with --resume the time its stopped
         # attempts spent counts towards the section (the record in flight when stopped is counted twice).
@@ -382,7 +406,7 @@ def run_section(section: str, mode: dict, work: Path, plots: Path, resume: bool)
         stopped.unlink(missing_ok=True)
         record["reused"] = False
     for png in sorted(staged.glob("*.png")):
-        shutil.copyfile(png, plots / png.name)
+        shutil.copyfile(png, plots / f"{MACHINE['mode']}_{png.name}")
     return record
 
 
@@ -432,10 +456,10 @@ def main(argv=None) -> int:
         parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
     mode, work = {**MODES[name], "root": args.root}, Path(args.work).resolve() / name
     out = Path(args.out or DEFAULT_OUT[name]).resolve()
-    plots = out.parent / "results"
+    plots = out.parent.parent / "results"
     work.mkdir(parents=True, exist_ok=True)
     plots.mkdir(parents=True, exist_ok=True)
-    MACHINE.update(machine())
+    MACHINE.update(machine(), mode=name)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so a stopped section records its time
     records = [run_section(section, mode, work, plots, args.resume) for section in sections]
     figures = {k: v for r in records for k, v in r["figures"].items()}
@@ -451,13 +475,32 @@ def main(argv=None) -> int:
         "Quick mode uses fewer epochs and smaller graphs than the full mode; `python benchmarks/reproduce.py` "
         f"({FULL_DURATION}) regenerates the full figures. Each table can be rerun alone with the command above it.",
         ""]
-    from ladle.store import atomic_write
+    from ladle.files import atomic_write
 
     atomic_write(out, ("\n".join(header + ["\n\n".join(section_text(r) for r in records)]) + "\n").encode())
     print(f"wrote {out}", file=sys.stderr)
+    if out == DEFAULT_OUT.get(name, None) and name != "smoke":
+        write_index()
     figures.update({"mode": name, "minutes": round(minutes, 1)})
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
     return 0
+
+
+def write_index() -> None:
+    """docs/RESULTS.md: the two reports, when each was made, and the measurements made outside them."""
+    from ladle.files import atomic_write
+
+    lines = ["# Results", "", "Every figure comes from a script in `benchmarks/`, headed by its command, machine and "
+             "date. `python benchmarks/reproduce.py` regenerates these reports (and this index):", ""]
+    for name, what in (("quick", "fewer epochs and smaller graphs, under 20 minutes on 2 cores"),
+                       ("full", f"the full settings, {FULL_DURATION}")):
+        report = DEFAULT_OUT[name]
+        made = report.read_text().split("\n")[2] if report.exists() else "not generated yet"
+        lines.append(f"- [{name}]({name}/RESULTS.md) (`reproduce.py{' --quick' if name == 'quick' else ''}`: {what}). "
+                     + made.split(". ")[0].replace("Generated by", "Made by").rstrip(".") + ".")
+    lines += ["", "Measured by scripts that reproduce.py does not run (a GPU, a disk filled on purpose, long soaks): "
+              "[benchmarks/RESULTS.md](../benchmarks/RESULTS.md).", ""]
+    atomic_write(INDEX, "\n".join(lines).encode())
 
 
 if __name__ == "__main__":

@@ -46,9 +46,9 @@ def propagate_once(graph) -> dict:
 
 
 def measure_sampler(graph, spec: dict, seconds: float, cache: str) -> dict:
-    from ladle.config import SamplerConfig
     from ladle.profiling import measure
     from ladle.sampling import build_sampler
+    from ladle.sampling.options import SamplerConfig
 
     with measure() as usage:
         build_start = time.perf_counter()

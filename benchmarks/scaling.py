@@ -125,7 +125,7 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray engine")
     parser.add_argument("--eval-chunk", type=int, default=4096,
-                        help="train.eval_chunk: validation by layer-wise chunks, bounding each worker's memory")
+                        help="eval.chunk: validation by layer-wise chunks, bounding each worker's memory")
     parser.add_argument("--keep", default="", help="keep the three run directories under this folder")
     args = parser.parse_args(argv)
     import torch
@@ -137,7 +137,7 @@ def main(argv=None) -> int:
     def config(**engine):
         return build_config({"dataset": args.dataset, "ingredients": 4, "model": {"name": "sage", "hidden": 128},
                              "sampler": {"name": "neighbor", "fanouts": [10, 5], "batch_size": 1024},
-                             "train": {"epochs": args.epochs, "eval_chunk": args.eval_chunk},
+                             "train": {"epochs": args.epochs}, "eval": {"chunk": args.eval_chunk},
                              "engine": {"threads": 1, **engine}})
 
     graph = load_graph(args.dataset)

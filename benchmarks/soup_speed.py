@@ -42,7 +42,6 @@ def ingredients_for(arch: str, args, graph):
 
 def learned_in_fresh_process(name: str, args) -> tuple:
     """One learned soup in a new process, so its peak memory is its own, not what an earlier one left."""
-    from ladle.config import LearnedSoupConfig
     from ladle.data import load_graph
     from ladle.evaluation import Evaluator
     from ladle.soups import get_soup
@@ -50,11 +49,12 @@ def learned_in_fresh_process(name: str, args) -> tuple:
     graph = load_graph(args.dataset)
     ingredients, model_config, _ = ingredients_for("gcn", args, graph)
     graph = graph.to(args.device)
-    # Scored by chunked layer-wise inference (``train.eval_chunk``), as a user bounding memory would run them:
+    # Scored by chunked layer-wise inference (``eval.chunk``), as a user bounding memory would run them:
     # with a full forward for scoring, pls's peak would be that forward's, not its fit's.
     evaluator = Evaluator(graph, model_config, chunk_size=args.eval_chunk)
     result, seconds, peak = timed(get_soup(name), ingredients, evaluator, device=args.device,
-                                  learned=LearnedSoupConfig(epochs=args.learned_epochs, parts=16, parts_per_epoch=4))
+                                  epochs=args.learned_epochs,
+                                  **({"parts": 16, "parts_per_epoch": 4} if name == "pls" else {}))
     return seconds, peak, result.val, Evaluator(graph, model_config, "test").score(result.state)
 
 

@@ -7,7 +7,7 @@ from ladle.errors import LadleError
 def test_defaults_and_model_defaults():
     config = build_config({})
     assert config.dataset == "csbm" and config.model.name == "gcn" and config.ingredients == 8
-    assert config.soups == ("uniform", "greedy", "gis", "ensemble") and config.granularity == 20
+    assert config.soups == ("uniform", "greedy", "gis", "ensemble") and config.soup("gis")["granularity"] == 20
     gat = build_config({"model": {"name": "GAT"}})
     assert gat.model.dropout == 0.6 and gat.train.lr == 0.005 and gat.model.heads == 8
 

@@ -9,10 +9,10 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.tom
 
 
 def test_one_example_per_soup_method():
-    from ladle.soups import REGISTRY
+    from ladle.soups import SOUPS
 
     covered = {m for path in EXAMPLES for m in load_config(path).soups}
-    assert {soup.name for soup in REGISTRY.values()} <= covered
+    assert set(SOUPS.names()) <= covered
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)

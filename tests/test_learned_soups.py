@@ -4,11 +4,12 @@ import pytest
 import torch
 
 from ladle import api
-from ladle.config import LearnedSoupConfig, build_config
+from ladle.config import build_config
 from ladle.data import load_graph
 from ladle.evaluation import Evaluator
 from ladle.soups import Ingredient, get_soup
 from ladle.soups.learned import MixingWeights
+from ladle.soups.options import PLSOptions
 from ladle.store import RunDir
 
 
@@ -33,7 +34,7 @@ def test_identical_ingredients_give_that_ingredient(trained):
     copies = [Ingredient(f"copy-{i}", ingredients[0].state, model_config) for i in range(3)]
     val = Evaluator(graph, model_config, "val")
     for name in ("learned", "pls"):
-        result = get_soup(name)(copies, val, learned=config.learned)
+        result = get_soup(name)(copies, val, **config.soup(name))
         for key, tensor in ingredients[0].state.items():
             assert torch.allclose(result.state[key], tensor, atol=1e-6), (name, key)
 
@@ -54,12 +55,12 @@ def test_fitting_lowers_the_validation_loss(trained):
     val = Evaluator(graph, model_config, "val")
     with torch.no_grad():
         start = float(val.loss(MixingWeights(ingredients, "uniform", 0, "cpu").state()))
-    result = get_soup("learned")(ingredients, val, learned=config.learned)
+    result = get_soup("learned")(ingredients, val, **config.soup("learned"))
     with torch.no_grad():
         end = float(val.loss(result.state))
     assert end < start
     losses = [step["loss"] for step in result.trace if "loss" in step]
-    assert len(losses) == config.learned.epochs and losses[-1] < losses[0]
+    assert len(losses) == config.soup("learned")["epochs"] and losses[-1] < losses[0]
 
 
 def test_pls_runs_each_epoch_on_r_of_k_parts(trained):
@@ -73,15 +74,15 @@ def test_pls_runs_each_epoch_on_r_of_k_parts(trained):
         return original(state, nodes)
 
     val.loss = spy
-    a = get_soup("pls")(ingredients, val, learned=config.learned, seed=3)
+    a = get_soup("pls")(ingredients, val, seed=3, **config.soup("pls"))
     parts = val.parts(8, 3)
-    assert len(seen) == config.learned.epochs
+    assert len(seen) == config.soup("pls")["epochs"]
     for nodes in seen:
         assert nodes is not None
         members = [i for i, p in enumerate(parts) if bool(torch.isin(p, nodes).all())]
         assert len(members) == 2 and nodes.numel() == sum(parts[i].numel() for i in members)
     val.loss = original
-    b = get_soup("pls")(ingredients, val, learned=config.learned, seed=3)
+    b = get_soup("pls")(ingredients, val, seed=3, **config.soup("pls"))
     assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
 
 
@@ -97,7 +98,9 @@ def test_report_marks_fitted_soups_and_records_cost(trained):
 def test_bad_learned_options_name_the_field():
     from ladle.errors import LadleError
 
-    with pytest.raises(LadleError, match="learned.parts_per_epoch"):
-        LearnedSoupConfig(parts=4, parts_per_epoch=5)
-    with pytest.raises(LadleError, match="learned.init"):
+    with pytest.raises(LadleError, match="soups.pls.parts_per_epoch"):
+        PLSOptions(parts=4, parts_per_epoch=5)
+    with pytest.raises(LadleError, match="soups.learned.init"):
         build_config({"learned": {"init": "random"}})
+    with pytest.raises(LadleError, match="soups.pls.init"):
+        build_config({"soups": {"pls": {"init": "random"}}})

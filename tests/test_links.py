@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCS = ["README.md", "ARCHITECTURE.md", "docs/guide.md", "docs/RESULTS.md", "docs/full/RESULTS.md",
+DOCS = ["README.md", "ARCHITECTURE.md", "docs/guide.md", "docs/RESULTS.md", "docs/quick/RESULTS.md", "docs/full/RESULTS.md",
         "benchmarks/RESULTS.md"]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 

@@ -26,24 +26,25 @@ def test_reproduce_writes_every_section_with_its_command_and_plots(tmp_path, pla
     figures = dict(item.split("=", 1) for item in done.stdout.splitlines()[-1].split())
     assert figures["mode"] == "smoke" and figures["identical"] == "true"
     for key in ("gcn_cora_best_ingredient", "speedup", "memory_ratio", "speedup_gcn", "speedup_sage",
-                "size_speedup_largest", "small_shortfalls"):
+                "size_speedup_largest", "small_shortfalls", "payoff_gis_wins", "payoff_gis_vs_long"):
         assert key in figures
     report = out.read_text()
     assert "Machine: " in report and "torch " in report and "PyG " in report
     titles = re.findall(r"^## (.+)$", report, re.M)
-    assert len(titles) == 5
+    assert len(titles) == 6
     commands = re.findall(r"^```\n(python benchmarks/\S+\.py[^\n]*)", report, re.M)
     assert [c.split()[1] for c in commands] == ["benchmarks/accuracy.py", "benchmarks/large_soups.py",
                                               "benchmarks/scaling.py", "benchmarks/soup_speed.py",
-                                              "benchmarks/soup_speed.py"]
-    assert report.count("Ran ") == 5
+                                              "benchmarks/soup_speed.py", "benchmarks/payoff.py"]
+    assert report.count("Ran ") == 6
+    assert "| Cora gcn full (acc) | 0 | 1 |" in report and "single model, 4x budget" in report
     # every soup of the small-graph sweep, learned ones marked as fitted on validation
     assert "learned (fitted on val)" in report and "pls (fitted on val)" in report and "| Cora | gcn | 2 |" in report
     for recipe in ("neighbor", "cluster", "saint_rw", "partition", "mixed"):
         assert f"| {recipe} | gis |" in report
-    for link in re.findall(r"\]\((results/[^)]+\.png)\)", report):
+    for link in re.findall(r"\]\((\.\./results/[^)]+\.png)\)", report):
         assert (out.parent / link).stat().st_size > 1000, link
-    assert "results/soup_time_vs_size.png" in report and "results/timeline_process-2.png" in report
+    assert "../results/smoke_soup_time_vs_size.png" in report and "../results/smoke_timeline_process-2.png" in report
     # the table reproduce.py renders agrees with the records it read
     rows = [line for line in report.splitlines() if line.startswith("| Cora | gcn |")]
     best = float(rows[0].split("|")[4].split("±")[0])
@@ -53,20 +54,20 @@ def test_reproduce_writes_every_section_with_its_command_and_plots(tmp_path, pla
 
     # --resume reuses every finished section (nothing reruns, so the tables are the same) and says so; the
     # duration it reports is the sum of the sections' own times
-    again = reproduce(tmp_path, planetoid_root, "--out", str(tmp_path / "again.md"), "--resume",
+    again = reproduce(tmp_path, planetoid_root, "--out", str(tmp_path / "x" / "again.md"), "--resume",
                       "--sections", "size,small")
     assert again.stderr.count("reusing the ") == 2 and "$ python" not in again.stderr
-    resumed = (tmp_path / "again.md").read_text()
+    resumed = (tmp_path / "x" / "again.md").read_text()
     header, *bodies = resumed.split("\n## ")
     assert "reused from earlier runs with `--resume`: small (" in header and ", size (" in header
     assert [b.split("\n")[0] for b in bodies] == [titles[0], titles[4]]  # the report's order, not the order asked
     assert all(f"## {body}".strip() in report for body in bodies)
-    links = re.findall(r"\]\((results/[^)]+\.png)\)", resumed)
-    assert "results/small_soups.png" in links and "results/soup_time_vs_size.png" in links
-    for link in links:  # the reused sections' plots come along to the new report's folder
-        assert (tmp_path / link).read_bytes() == (out.parent / link).read_bytes(), link
+    links = re.findall(r"\]\((\.\./results/[^)]+\.png)\)", resumed)
+    assert "../results/smoke_small_soups.png" in links and "../results/smoke_soup_time_vs_size.png" in links
+    for link in links:  # the reused sections' plots come along to the plots folder beside the new report
+        assert (tmp_path / "x" / link).read_bytes() == (out.parent / link).read_bytes(), link
     sections = [json.loads(p.read_text()) for p in sorted((tmp_path / "work" / "smoke" / "sections").glob("*.json"))]
-    assert len(sections) == 5
+    assert len(sections) == 6
     minutes = sum(s["seconds"] for s in sections if s["section"] in ("small", "size")) / 60
     assert f"took {minutes:.1f} minutes in all" in header
 

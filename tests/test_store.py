@@ -6,8 +6,8 @@ import torch
 
 from ladle.config import ModelConfig
 from ladle.errors import LadleError
-from ladle.models import build_model
-from ladle.store import RunDir, atomic_write, load_model, read_weights, save_weights
+from ladle.models import build_model, load_model
+from ladle.store import RunDir, atomic_write, read_weights, save_weights
 
 
 def model_sidecar(config=ModelConfig(hidden=8), in_channels=4, out_channels=3):
@@ -66,7 +66,7 @@ def test_weights_that_do_not_fit_the_sidecar(tmp_path):
     path = tmp_path / "m.safetensors"
     model = build_model(ModelConfig(hidden=8), 4, 3, init_seed=0)
     save_weights(path, model.state_dict(), model_sidecar(ModelConfig(hidden=16)))
-    with pytest.raises(LadleError, match="do not fit the model"):
+    with pytest.raises(LadleError, match="do not fit the gcn model"):
         load_model(path)
 
 

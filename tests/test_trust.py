@@ -353,7 +353,7 @@ def test_memory_bombs_are_refused_before_allocation(run, tmp_path, capsys, monke
     sidecar["model"].update(hidden=40000, in_channels=20000)
     sidecar_path.write_text(json.dumps(sidecar))
     fails(["predict", str(run), "--out", str(tmp_path / "p.csv")], capsys, "gis.safetensors",
-          "do not fit the model its sidecar describes")
+          "do not fit the gcn model its sidecar describes")
     assert not (tmp_path / "new").exists()
 
 
@@ -420,7 +420,7 @@ def test_an_empty_soups_list_means_no_soups_and_survives_a_reread(tmp_path):
     run = tmp_path / "r"
     assert main(["run", "--config", str(config), "--ingredients", "2", "--epochs", "3", "--out", str(run),
                  "--quiet"]) == 0
-    assert "soups = []" in (run / "config.toml").read_text()
+    assert "[soups]\nmethods = []" in (run / "config.toml").read_text()
     assert list((run / "soups").iterdir()) == []
     assert json.loads((run / "results.json").read_text())["soups"] == {}
 

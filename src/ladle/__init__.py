@@ -7,17 +7,27 @@ The public API::
     results = ladle.run(ladle.build_config({"dataset": "Cora"}), "runs/cora")
     ladle.soup("runs/cora", ["gis"])
     model = ladle.load_model("runs/cora/soups/gis.safetensors")
-"""
-from ladle.api import run, soup, train
-from ladle.config import IngredientSpec, ModelConfig, RunConfig, TrainConfig, build_config, load_config
-from ladle.data import Graph, load_graph
-from ladle.errors import LadleError
-from ladle.store import RunDir, load_model
-from ladle.train import IngredientRecord, train_ingredient
 
+Names are imported when first used, so ``import ladle`` (and ``ladle --version``) does not import torch.
+"""
 __version__ = "0.1.0"
-__all__ = [
-    "Graph", "IngredientRecord", "IngredientSpec", "LadleError", "ModelConfig", "RunConfig", "RunDir",
-    "TrainConfig", "build_config", "load_config", "load_graph", "load_model", "run", "soup", "train",
-    "train_ingredient",
-]
+
+_PUBLIC = {
+    "run": "ladle.api", "soup": "ladle.api", "train": "ladle.api",
+    "IngredientSpec": "ladle.config", "RunConfig": "ladle.config", "TrainConfig": "ladle.config",
+    "build_config": "ladle.config", "load_config": "ladle.config", "ModelConfig": "ladle.models.options",
+    "Graph": "ladle.data.graph", "load_graph": "ladle.data.datasets", "LadleError": "ladle.errors",
+    "RunDir": "ladle.store", "load_model": "ladle.models",
+    "IngredientRecord": "ladle.train", "train_ingredient": "ladle.train",
+}
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name):
+    if name in _PUBLIC:
+        import importlib
+
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'ladle' has no attribute {name!r}")

@@ -19,7 +19,7 @@ from ladle.engines.base import Finished, IngredientStore, OnProgress
 from ladle.errors import LadleError
 from ladle.evaluation import Evaluator
 from ladle.evaluation.fast import FastEvaluator
-from ladle.models import expected_shapes
+from ladle.models import check_weights
 from ladle.profiling import measure
 from ladle.report import write_report
 from ladle.soups import Ingredient, get_soup
@@ -285,26 +285,29 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
     graph = run_graph(run_dir, config, graph=graph, root=root, graph_file=graph_file)
     ingredients, model_config, fingerprints = load_ingredients(run_dir, graph)
     check_ingredients(run_dir, config, graph)
-    device = torch.device(config.device)
+    device = torch.device(config.eval.device or config.device)
     graph_dev = graph.to(device)
     # Selection scores many mixes: the fast engine gives the reference's scores at a fraction of the cost.
-    val = FastEvaluator(graph_dev, model_config, "val", chunk_size=config.train.eval_chunk)
-    test = Evaluator(graph_dev, model_config, "test", chunk_size=config.train.eval_chunk)
+    val = FastEvaluator(graph_dev, model_config, "val", chunk_size=config.eval.chunk)
+    test = Evaluator(graph_dev, model_config, "test", chunk_size=config.eval.chunk)
+    evaluation = val.describe()
+    if config.eval.chunk and not evaluation["chunk_bound"]:
+        log.warning("eval.chunk = %d bounds the reference scoring only; the fast evaluator's ingredient bank holds "
+                    "the validation nodes' receptive field whole", config.eval.chunk)
     scores = {i.name: {"sha256": fingerprints[i.name], "val": val.score(i.state), "test": test.score(i.state)}
               for i in ingredients} if soups else {}
     baselines = {}
     long = config.long_spec()
     if soups and long is not None and run_dir.has(long):  # scored like the ingredients, from its weights
         state, sidecar = run_dir.load_checkpoint(long)
-        _check_weights(str(run_dir.checkpoint_path(long)), state, model_config, graph.num_features, graph.num_classes)
+        check_weights(str(run_dir.checkpoint_path(long)), state, model_config, graph.num_features, graph.num_classes)
         baselines["long"] = {"sha256": sidecar["sha256"], "val": val.score(state), "test": test.score(state)}
     written = {}
     for method in soups:
         if on_soup:
             on_soup(method.name, "start")
         with measure(device) as usage:
-            result = method(ingredients, val, granularity=config.granularity, learned=config.learned,
-                            seed=config.seed)
+            result = method(ingredients, val, seed=config.seed, **config.soup(method.name))
             val.release()
         if result.state is None:
             test_score = test.score_ensemble([i.state for i in ingredients if i.name in result.coefficients])
@@ -323,8 +326,8 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
             "ingredients_sha256": {n: fingerprints[n] for n in result.coefficients},
             "ingredient_scores": scores,
             "baseline_scores": baselines,
-            "options": {"granularity": config.granularity, **({"learned": config.learned.__dict__}
-                                                               if result.fitted_on_val else {})},
+            "options": config.soup(method.name),
+            "evaluation": evaluation,
             "trace": result.trace,
         }
         written[method.name] = run_dir.save_soup(method.name, result.state, sidecar)
@@ -359,7 +362,7 @@ def load_ingredients(run_dir: RunDir, graph: Graph) -> tuple[list[Ingredient], o
             raise LadleError(f"{source}: its sidecar describes {in_channels} input features and {out_channels} "
                              f"classes; the graph has {graph.num_features} and {graph.num_classes}",
                              fix="restore the sidecar ladle wrote, or retrain the ingredient")
-        _check_weights(source, state, model_config, in_channels, out_channels)
+        check_weights(source, state, model_config, in_channels, out_channels)
         ingredients.append(Ingredient(name, state, model_config, source))
         fingerprints[name] = sidecar["sha256"]
     return ingredients, model_config, fingerprints
@@ -372,9 +375,10 @@ def _check_fits_graph(config: RunConfig, graph: Graph) -> None:
     if config.partition.method != "none" and parts > n:
         raise LadleError(f"partition.parts = {parts}: cannot cut {n} nodes into that many parts",
                          fix=f"use --parts {n} or fewer")
-    if "pls" in config.soups and config.learned.parts > n:
-        raise LadleError(f"learned.parts = {config.learned.parts}: cannot cut {n} nodes into that many parts",
-                         fix=f"set parts = {n} or fewer in the [learned] table")
+    pls_parts = config.soup("pls")["parts"]
+    if "pls" in config.soups and pls_parts > n:
+        raise LadleError(f"soups.pls.parts = {pls_parts}: cannot cut {n} nodes into that many parts",
+                         fix=f"set parts = {n} or fewer in the [soups.pls] table")
     for spec in config.ingredient_specs():
         if spec.sampler.name == "cluster" and spec.sampler.parts > n:
             raise LadleError(f"sampler.parts = {spec.sampler.parts} ({spec.name}): cannot cut {n} nodes into that "
@@ -406,23 +410,6 @@ def _check_parts_have_training_nodes(config: RunConfig, graph: Graph, parts: int
                          f"{', '.join(map(str, empty[:8]))} of the {config.partition.method} partition hold no "
                          "training node, so their ingredients would learn nothing",
                          fix="use fewer parts (--parts), or --partition random")
-
-
-def _check_weights(source: str, state: dict, model_config, in_channels: int, out_channels: int) -> None:
-    """Refuse weights that do not fit the architecture their sidecar names, or that are not finite."""
-    expected = expected_shapes(model_config, in_channels, out_channels)
-    got = {k: tuple(v.shape) for k, v in state.items()}
-    fix = "delete it and its .json, then ladle run --resume RUN_DIR to retrain it, or restore both files"
-    if got != expected:
-        problems = [f"missing {k}" for k in sorted(expected.keys() - got.keys())]
-        problems += [f"extra {k}" for k in sorted(got.keys() - expected.keys())]
-        problems += [f"{k} is {got[k]}, not {expected[k]}" for k in sorted(got.keys() & expected.keys())
-                     if got[k] != expected[k]]
-        raise LadleError(f"{source}: its tensors do not fit the {model_config.name} model its sidecar describes "
-                         f"({'; '.join(problems[:4])})", fix=fix)
-    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
-    if bad:
-        raise LadleError(f"{source} holds NaN or infinite weights ({', '.join(bad[:3])})", fix=fix)
 
 
 def _model_entry(model_config, graph: Graph) -> dict:

@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import logging
 import os
 import signal
 import sys
 import threading
 import time
+import typing
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -20,27 +22,6 @@ from ladle.errors import LadleError
 
 console = Console()
 errors = Console(stderr=True)
-
-# flag -> dotted config key; flags left unset (None) do not override the config file.
-FLAG_KEYS = {
-    "dataset": "dataset", "root": "root", "model": "model.name", "layers": "model.layers",
-    "hidden": "model.hidden", "dropout": "model.dropout", "norm": "model.norm", "residual": "model.residual",
-    "heads": "model.heads", "ingredients": "ingredients", "epochs": "train.epochs", "lr": "train.lr",
-    "weight_decay": "train.weight_decay", "eval_every": "train.eval_every", "eval_chunk": "train.eval_chunk",
-    "patience": "train.patience", "trunk_epochs": "trunk.epochs", "baseline": "baseline", "metric": "metric",
-    "seed": "seed", "init": "init",
-    "soups": "soups", "granularity": "granularity", "device": "device",
-    "sampler": "sampler.name", "fanouts": "sampler.fanouts", "batch_size": "sampler.batch_size",
-    "parts": "sampler.parts", "parts_per_batch": "sampler.parts_per_batch", "budget": "sampler.budget",
-    "walk_length": "sampler.walk_length", "steps": "sampler.steps", "partition": "partition.method",
-    "halo": "partition.halo",
-}
-ENGINE_FLAGS = {
-    "engine": "engine.name", "workers": "engine.workers", "threads": "engine.threads", "retries": "engine.retries",
-    "address": "engine.address", "cpus_per_ingredient": "engine.cpus_per_ingredient",
-    "gpus_per_ingredient": "engine.gpus_per_ingredient",
-}
-
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, turned into the same clean stop as Ctrl-C: workers stopped, finished work kept."""
@@ -156,63 +137,100 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="TOML config file (flags override it); see examples/")
     p.add_argument("--out", type=Path, help="run directory to create (default runs/DATASET-MODEL-TIME)")
     p.add_argument("--quiet", action="store_true", help="no progress and no table; print the run directory")
-    g = p.add_argument_group("data")
-    g.add_argument("--dataset", help="name from `ladle datasets`, csbm[:k=v,...] or npz:PATH[#K] (default csbm)")
-    g.add_argument("--root", help="dataset folder (default data)")
-    g = p.add_argument_group("model")
-    g.add_argument("--model", help="gcn, sage, gat, gin or mlp (default gcn)")
-    g.add_argument("--layers", type=int, help="message-passing layers (default 2)")
-    g.add_argument("--hidden", type=int, help="hidden channels (default 64)")
-    g.add_argument("--dropout", type=float, help="dropout (default 0.5; GAT 0.6)")
-    g.add_argument("--norm", choices=["none", "batch", "layer"], help="normalisation (default none)")
-    g.add_argument("--residual", action=argparse.BooleanOptionalAction, default=None, help="residual connections")
-    g.add_argument("--heads", type=int, help="GAT attention heads (default 8)")
-    g = p.add_argument_group("training")
-    g.add_argument("--ingredients", type=int, help="number of ingredients (default 8)")
-    g.add_argument("--epochs", type=int, help="epochs per ingredient (default 200; GAT 500)")
-    g.add_argument("--lr", type=float, help="Adam learning rate (default 0.01; GAT 0.005)")
-    g.add_argument("--weight-decay", type=float, help="Adam weight decay (default 5e-4)")
-    g.add_argument("--eval-every", type=int, help="validate every k epochs (default 1)")
-    g.add_argument("--eval-chunk", type=int, help="layer-wise inference in chunks of this many nodes (default 0: full)")
-    g.add_argument("--patience", type=int, help="early stopping: validations without improvement before an "
-                   "ingredient stops, keeping its best weights (default 0: train every epoch)")
-    g.add_argument("--trunk-epochs", type=int, help="train one shared trunk this many epochs, then start every "
-                   "ingredient from it (default 0: from the shared initialisation)")
-    g.add_argument("--baseline", choices=["none", "long"], help="long: also train one model with K times an "
-                   "ingredient's epochs and patience, the equal-compute row of the report (default none)")
-    g.add_argument("--metric", choices=["auto", "acc", "rocauc", "f1"], help="what selects and is reported "
-                   "(default auto: the dataset's own; ROC-AUC for a binary npz graph)")
-    g.add_argument("--seed", type=int, help="pipeline seed (default 0)")
-    g.add_argument("--init", choices=["shared", "independent"], help="initialisation across ingredients (default shared)")
-    g.add_argument("--device", help="torch device: cpu, cuda, cuda:N (default cpu)")
-    g = p.add_argument_group("sampling")
-    g.add_argument("--sampler", help="full, neighbor, cluster, saint-node, saint-edge, saint-rw, fastgcn, ladies "
-                   "(default full)")
-    g.add_argument("--fanouts", type=_int_list, help="neighbours per layer, e.g. 15,10 (neighbor)")
-    g.add_argument("--batch-size", type=int, help="seed nodes per batch (neighbor, fastgcn, ladies; default 512)")
-    g.add_argument("--parts", type=int, help="METIS parts (cluster; default 32), or K with --partition")
-    g.add_argument("--parts-per-batch", type=int, help="parts per batch (cluster; default 4)")
-    g.add_argument("--budget", type=int, help="nodes, edges or walk roots per subgraph (saint-*), nodes per layer "
-                   "(fastgcn, ladies; default 1000)")
-    g.add_argument("--walk-length", type=int, help="random-walk length (saint-rw; default 2)")
-    g.add_argument("--steps", type=int, help="subgraphs per epoch, 0 = about one pass over the nodes (saint-*)")
-    g.add_argument("--partition", choices=["none", "metis", "random"],
-                   help="ingredient i trains only on part i of K (--parts K, default one part per ingredient)")
-    g.add_argument("--halo", action=argparse.BooleanOptionalAction, default=None,
-                   help="with --partition: add each part's 1-hop neighbours as message sources")
-    g = p.add_argument_group("engine (where ingredients train; never changes their weights)")
-    g.add_argument("--engine", choices=["auto", "serial", "process", "ray"],
-                   help="auto (default): process when --workers > 1, else serial")
-    g.add_argument("--workers", type=int, help="local worker processes (default 1)")
-    g.add_argument("--threads", type=int, help="torch threads per ingredient (default 1; same value, same weights)")
-    g.add_argument("--retries", type=int, help="retries of a killed ingredient (default 2)")
-    g.add_argument("--address", help="Ray cluster: auto or HOST:PORT (default RAY_ADDRESS, else a local Ray)")
-    g.add_argument("--cpus-per-ingredient", type=float, help="Ray CPUs per ingredient task (default 1)")
-    g.add_argument("--gpus-per-ingredient", type=float, help="Ray GPUs per ingredient task (default 0)")
-    g = p.add_argument_group("soups")
-    g.add_argument("--soups", type=_comma_list,
-                   help="comma-separated methods (default uniform,greedy,gis,ensemble; also learned, pls)")
-    g.add_argument("--granularity", type=int, help="GIS α grid size (default 20)")
+    groups = {}
+    for flag in run_flags():
+        group = groups.get(flag.group) or groups.setdefault(flag.group, p.add_argument_group(flag.group))
+        group.add_argument(flag.flag, dest=flag.dest, **flag.kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    flag: str
+    dest: str
+    key: str  # the dotted config key it sets
+    group: str
+    kwargs: dict
+
+
+def run_flags() -> tuple[Flag, ...]:
+    """Every flag of ``ladle run`` and ``ladle train``, derived from the options dataclasses of the run and of each
+    family (their help, defaults, bounds and choices): a new option gets its flag where it is declared."""
+    from ladle.config import EngineConfig, EvalConfig, RunConfig, TrainConfig, TrunkConfig
+    from ladle.models import MODELS
+    from ladle.models.options import ModelConfig
+    from ladle.sampling import SAMPLERS
+    from ladle.sampling.options import PartitionConfig
+    from ladle.soups import SOUPS
+
+    run_top = {"data": ("dataset", "root"), "training": ("ingredients", "seed", "init", "device", "metric", "baseline")}
+    flags: dict[str, Flag] = {}
+
+    def add(cls, name, key, group, default_note=None, choices=None, help_extra=""):
+        field = {f.name: f for f in dataclasses.fields(cls)}[name]
+        meta = field.metadata
+        if meta.get("flag") == "":
+            return
+        flag = meta.get("flag") or "--" + name.replace("_", "-")
+        if flag in flags:  # one flag, several samplers: its help names them
+            return
+        default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
+        kind = typing.get_type_hints(cls)[name]
+        note = "" if "default" in meta["help"] and not default_note else f" (default {default_note or _show(default)})"
+        kwargs = {"help": f"{meta['help']}{help_extra}{note}"}
+        if kind is bool:
+            kwargs.update(action=argparse.BooleanOptionalAction, default=None)
+        elif typing.get_origin(kind) is tuple:
+            kwargs["type"] = _int_list
+        else:
+            kwargs["type"] = {int: int, float: float}.get(kind, str)
+            if (choices or meta.get("choices")) and name != "name":
+                kwargs["choices"] = list(choices or meta["choices"])
+        flags[flag] = Flag(flag, flag.removeprefix("--").replace("-", "_"), key, group, kwargs)
+
+    for group, names in run_top.items():
+        for name in names:
+            add(RunConfig, name, name, group)
+    for name in ("name", *[f.name for f in dataclasses.fields(ModelConfig) if f.name != "name"]):
+        add(ModelConfig, name, f"model.{name}", "model", help_extra=f": {', '.join(MODELS.names())}" if name == "name"
+            else "", default_note="gcn; GAT has defaults of its own" if name == "name" else None)
+    for cls in (TrainConfig, TrunkConfig, EvalConfig):
+        for f in dataclasses.fields(cls):
+            add(cls, f.name, f"{cls.table}.{f.name}", "training")
+    flags["--sampler"] = Flag("--sampler", "sampler", "sampler.name", "sampling", {
+        "help": f"how each ingredient sees the graph: {', '.join(SAMPLERS.names())} (default full)"})
+    owners: dict[str, list[str]] = {}
+    for name in SAMPLERS.names():
+        for f in dataclasses.fields(SAMPLERS.options(name)):
+            owners.setdefault(f.name, []).append(name)
+    for name in SAMPLERS.names():
+        for f in dataclasses.fields(SAMPLERS.options(name)):
+            add(SAMPLERS.options(name), f.name, f"sampler.{f.name}", "sampling",
+                help_extra=f"; {', '.join(owners[f.name])}")
+    for f in dataclasses.fields(PartitionConfig):
+        add(PartitionConfig, f.name, f"partition.{f.name}", "sampling")
+    for f in dataclasses.fields(EngineConfig):
+        add(EngineConfig, f.name, f"engine.{f.name}", "engine (where ingredients train; never changes their weights)",
+            choices=["auto", *ENGINE_NAMES()] if f.name == "name" else None)
+    flags["--soups"] = Flag("--soups", "soups", "soups.methods", "soups", {
+        "type": _comma_list, "help": f"comma-separated methods, from {', '.join(SOUPS.names())} (default "
+                                     f"{','.join(RunConfig.__dataclass_fields__['soups'].default)})"})
+    for name in SOUPS.names():
+        cls = SOUPS.options(name)
+        for f in dataclasses.fields(cls) if cls else ():
+            add(cls, f.name, f"soups.{name}.{f.name}", "soups")
+    return tuple(flags.values())
+
+
+def ENGINE_NAMES() -> list[str]:  # noqa: N802
+    from ladle.engines import ENGINES
+
+    return ENGINES.names()
+
+
+def _show(value) -> str:
+    if isinstance(value, tuple):
+        return ",".join(map(str, value))
+    return "none" if value in (None, "") else str(value)
 
 
 def _int_list(text: str) -> list[int]:
@@ -229,7 +247,7 @@ def _comma_list(text: str) -> list[str]:
 def config_from_args(args):
     from ladle.config import build_config, load_toml
 
-    overrides = {key: getattr(args, flag) for flag, key in {**FLAG_KEYS, **ENGINE_FLAGS}.items()}
+    overrides = {flag.key: getattr(args, flag.dest) for flag in run_flags()}
     if args.partition not in (None, "none") and args.parts is not None:
         # With --partition, --parts counts the partition's parts (Graph Ladling's K), not ClusterGCN's.
         overrides["partition.parts"] = overrides.pop("sampler.parts")
@@ -275,13 +293,14 @@ def _resume(args) -> int:
     from ladle.config import EngineConfig
     from ladle.store import RunDir
 
-    given = [f"--{flag.replace('_', '-')}" for flag in [*FLAG_KEYS, "config", "out"]
-             if getattr(args, flag) is not None and flag != "root"]
+    given = [flag.flag for flag in run_flags() if not flag.key.startswith("engine.") and flag.key != "root"
+             and getattr(args, flag.dest) is not None] + [f"--{f}" for f in ("config", "out") if getattr(args, f)]
     if given:
         raise LadleError(f"--resume uses the run's stored config, but {', '.join(given)} was given",
                          fix="drop those flags (only engine flags such as --workers may change on resume)")
     config = RunDir(args.resume).config()
-    engine = {k.split(".", 1)[1]: getattr(args, f) for f, k in ENGINE_FLAGS.items() if getattr(args, f) is not None}
+    engine = {f.key.split(".", 1)[1]: getattr(args, f.dest) for f in run_flags()
+              if f.key.startswith("engine.") and getattr(args, f.dest) is not None}
     engine_config = replace(config.engine, **engine) if engine else None
     if engine_config is not None:
         EngineConfig(**engine_config.__dict__)  # validate

@@ -6,9 +6,9 @@ from pathlib import Path
 import torch
 
 from ladle.errors import LadleError
-from ladle.evaluation.chunked import chunked_forward
-from ladle.models import graph_input
-from ladle.store import RunDir, load_model
+from ladle.evaluation.evaluator import ensemble_probabilities, whole_graph_logits
+from ladle.models import load_model
+from ladle.store import RunDir
 
 
 def predict(run_dir: str | Path, name: str = "gis", *, root: str | Path | None = None,
@@ -25,7 +25,7 @@ def predict(run_dir: str | Path, name: str = "gis", *, root: str | Path | None =
     graph = run_graph(run, config, root=root, graph_file=graph_file)
     names = run.ingredient_names() if name == "ensemble" else [name]
     multilabel = graph.task == "multilabel"
-    probs = []
+    logits = []
     with torch.no_grad():
         for member in names:
             model = load_model(run.path, member)
@@ -33,12 +33,8 @@ def predict(run_dir: str | Path, name: str = "gis", *, root: str | Path | None =
                 raise LadleError(f"{run.weights_path(member)}: its sidecar describes {model.in_channels} features and "
                                  f"{model.out_channels} classes, the graph has {graph.num_features} and "
                                  f"{graph.num_classes}", fix="restore the sidecar ladle wrote")
-            if config.train.eval_chunk:
-                logits = chunked_forward(model, graph, config.train.eval_chunk)
-            else:
-                logits = model(graph.data.x, graph_input(model, graph))
-            probs.append(torch.sigmoid(logits) if multilabel else torch.softmax(logits, -1))
-    mean = torch.stack(probs).mean(0)
+            logits.append(whole_graph_logits(model, graph, config.eval.chunk))
+    mean = ensemble_probabilities(logits, multilabel)
     split = _split_names(graph)
     if multilabel:
         labels = [" ".join(map(str, row.nonzero().view(-1).tolist())) for row in mean > 0.5]

@@ -9,9 +9,6 @@ from __future__ import annotations
 import hashlib
 import random
 
-import numpy as np
-import torch
-
 
 def derive_seed(seed: int, purpose: str, index: int = 0) -> int:
     digest = hashlib.sha256(f"ladle:{seed}:{purpose}:{index}".encode()).digest()
@@ -20,6 +17,9 @@ def derive_seed(seed: int, purpose: str, index: int = 0) -> int:
 
 def seed_everything(seed: int) -> None:
     """Seed the global generators torch layers draw from (dropout, parameter init)."""
+    import numpy as np
+    import torch
+
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)

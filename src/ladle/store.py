@@ -25,10 +25,11 @@ import torch
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
-from ladle.config import IngredientSpec, ModelConfig, RunConfig, build_config, dump_toml
+from ladle.config import IngredientSpec, RunConfig, build_config, dump_toml
 from ladle.errors import LadleError
 from ladle.files import append_jsonl as _append_jsonl
 from ladle.files import atomic_write, check_inside, read_bytes, read_json, read_jsonl, sha256, write_json
+from ladle.models.options import ModelConfig, model_config
 
 INGREDIENT_FORMAT = "ladle.ingredient/1"
 SOUP_FORMAT = "ladle.soup/1"
@@ -36,8 +37,7 @@ RUN_FORMAT = "ladle.run/1"
 MAX_WEIGHTS_BYTES = 64 * 2**30
 MAX_CONFIG_BYTES = 2**20
 
-__all__ = ["RunDir", "atomic_write", "load_model", "read_json", "read_weights", "save_weights", "sha256",
-           "write_json"]
+__all__ = ["RunDir", "atomic_write", "read_json", "read_weights", "save_weights", "sha256", "write_json"]
 
 
 def save_weights(path: Path, state: dict[str, torch.Tensor], sidecar: dict, *, root: Path | None = None) -> dict:
@@ -160,25 +160,26 @@ def model_from_sidecar(sidecar: dict) -> tuple[ModelConfig, int, int]:
         in_channels, out_channels = spec.pop("in_channels"), spec.pop("out_channels")
         if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 1 for c in (in_channels, out_channels)):
             raise TypeError("in_channels and out_channels must be positive integers")
-        return ModelConfig(**spec), in_channels, out_channels
-    except (KeyError, TypeError) as err:
+        return model_config(spec), in_channels, out_channels
+    except (KeyError, TypeError, LadleError) as err:
         raise LadleError(f"sidecar {sidecar.get('name')!r} has no usable model description ({err})",
                          fix="restore the .json written beside the weights") from None
 
 
 # Settings added after runs were first stored: a sidecar without them was made with these values.
-LATER_DEFAULTS = {"train.patience": 0, "trunk_epochs": 0}
+LATER_DEFAULTS = {"train.patience": 0, "trunk_epochs": 0, "eval.chunk": 0, "eval.device": ""}
 
 
 def spec_fields(spec: IngredientSpec) -> dict:
     """What an ingredient sidecar records of the spec it was trained from (compared on resume, soup, verify)."""
     return {
-        "model": dict(spec.model.__dict__),
-        "train": dict(spec.train.__dict__),
-        "sampler": {**spec.sampler.__dict__, "fanouts": list(spec.sampler.fanouts)},
-        "partition": None if spec.part is None else {**spec.partition.__dict__, "part": spec.part},
+        "model": spec.model.to_dict(),
+        "train": spec.train.to_dict(),
+        "sampler": spec.sampler.to_dict(),
+        "partition": None if spec.part is None else {**spec.partition.to_dict(), "part": spec.part},
         "seeds": {"init": spec.init_seed, "data": spec.data_seed},
         "trunk_epochs": spec.trunk_epochs,
+        "eval": spec.eval.to_dict(),
     }
 
 
@@ -192,9 +193,10 @@ def spec_differences(sidecar: dict, spec: IngredientSpec) -> list[str]:
     for key, default in LATER_DEFAULTS.items():
         if flat_recorded.get(key) is None and flat_expected.get(key) == default:
             flat_recorded[key] = default
+    # Every setting the config decides is compared; a sidecar of an older ladle may record more (every sampler's
+    # options, train.eval_chunk), which the config no longer holds.
     return [f"{key}: trained with {flat_recorded.get(key, 'nothing')!r}, the config now says {flat_expected.get(key)!r}"
-            for key in sorted(set(flat_expected) | set(flat_recorded))
-            if flat_expected.get(key) != flat_recorded.get(key)]
+            for key in sorted(flat_expected) if flat_expected.get(key) != flat_recorded.get(key)]
 
 
 def flatten(value, prefix: str = "") -> dict:
@@ -204,34 +206,6 @@ def flatten(value, prefix: str = "") -> dict:
             out.update(flatten(v, f"{prefix}{k}."))
         return out
     return {prefix.rstrip("."): list(value) if isinstance(value, tuple) else value}
-
-
-def load_model(path: str | Path, name: str | None = None) -> torch.nn.Module:
-    """Rebuild an ingredient or soup as an eval-mode ``torch.nn.Module``.
-
-    ``load_model("RUN/soups/gis.safetensors")`` or ``load_model("RUN", "gis")``; ingredients
-    by their name (``ingredient-03``). The model its sidecar describes is first built on the meta
-    device and its shapes compared with the weights', so a sidecar cannot make ladle allocate more
-    than the checkpoint on disk holds.
-    """
-    from ladle.models import build_model, expected_shapes
-
-    path = Path(path)
-    root = None
-    if name is not None:
-        run = RunDir(path)
-        path, root = run.weights_path(name), run.path
-    state, sidecar = read_weights(path, root=root)
-    config, in_channels, out_channels = model_from_sidecar(sidecar)
-    expected = expected_shapes(config, in_channels, out_channels)
-    got = {k: tuple(v.shape) for k, v in state.items()}
-    if got != expected:
-        wrong = sorted(k for k in set(got) | set(expected) if got.get(k) != expected.get(k))
-        raise LadleError(f"{path}: weights do not fit the model its sidecar describes ({', '.join(wrong[:4])})",
-                         fix="restore both files as ladle wrote them, or retrain") from None
-    model = build_model(config, in_channels, out_channels)
-    model.load_state_dict(state, strict=True)
-    return model.eval()
 
 
 class RunDir:

@@ -114,7 +114,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             optimizer.step()
             losses.append(float(loss.detach()))
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
-            scores = split_scores(model, graph_on_device, ("train", "val"), spec.train.eval_chunk)
+            scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
             history.append({"epoch": epoch, "loss": sum(losses) / max(len(losses), 1), **scores,
                             "seconds": round(time.perf_counter() - start, 3)})
             if scores["val"] > best_val:
@@ -131,7 +131,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             break
 
     model.load_state_dict(best_state)
-    final = split_scores(model, graph_on_device, chunk_size=spec.train.eval_chunk)
+    final = split_scores(model, graph_on_device, chunk_size=spec.eval.chunk)
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
     log.info("%s: best val %.4f at epoch %d (%.1fs)", spec.name, final["val"], best_epoch, seconds)

@@ -17,8 +17,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from ladle.errors import LadleError
 from ladle.files import read_json, read_jsonl
 from ladle.store import RunDir, check_sidecar, model_from_sidecar, read_weights, spec_differences, timeline_entry
@@ -118,14 +116,10 @@ def _checkpoint(run_dir: RunDir, sidecar_path: Path):
         if sidecar.get("is_soup") is False and not os.path.lexists(weights_path):
             return Check(str(sidecar_path), True, "ensemble: no weights of its own"), None, sidecar
         state, sidecar = read_weights(weights_path, root=run_dir.path)
-        bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
-        if bad:
-            raise LadleError(f"{weights_path}: non-finite values in {', '.join(bad[:3])}")
-        from ladle.models import expected_shapes
+        from ladle.models import check_weights
 
         model, in_channels, out_channels = model_from_sidecar(sidecar)
-        if {k: tuple(v.shape) for k, v in state.items()} != expected_shapes(model, in_channels, out_channels):
-            raise LadleError(f"{weights_path}: the weights do not fit the model its sidecar describes")
+        check_weights(str(weights_path), state, model, in_channels, out_channels)
         return Check(str(weights_path), True, f"sha256 {sidecar['sha256'][:12]}…, {len(state)} tensors"), state, sidecar
     except LadleError as err:
         return Check(str(weights_path), False, err.message), None, None
@@ -212,7 +206,7 @@ def _scores(config, graph, states: dict, sidecars: dict, ingredient_names: list[
     if not ingredient_names:
         return []
     model_config, _, _ = model_from_sidecar(sidecars[ingredient_names[0]])
-    evaluators = {s: Evaluator(graph, model_config, s, chunk_size=config.train.eval_chunk) for s in ("val", "test")}
+    evaluators = {s: Evaluator(graph, model_config, s, chunk_size=config.eval.chunk) for s in ("val", "test")}
     tolerance = {s: _tolerance(graph.metric, int(graph.mask(s).sum())) for s in ("val", "test")}
     actual = {n: {s: evaluators[s].score(states[n]) for s in ("val", "test")} for n in ingredient_names}
     checks = []

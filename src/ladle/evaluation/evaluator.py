@@ -12,11 +12,11 @@ import torch
 from torch import Tensor
 from torch.func import functional_call
 
-from ladle.config import ModelConfig
 from ladle.data.graph import Graph
 from ladle.evaluation.chunked import chunked_forward
 from ladle.evaluation.metrics import score_logits
 from ladle.models import build_model, graph_input
+from ladle.models.options import ModelConfig
 
 State = dict[str, Tensor]
 Mix = Sequence[tuple[float, State]]
@@ -45,19 +45,32 @@ def mix_states(mix: Mix) -> State:
     return out
 
 
-def split_scores(model: torch.nn.Module, graph: Graph, splits=("train", "val", "test"),
-                 chunk_size: int = 0) -> dict[str, float]:
-    """Eval-mode logits (one full-batch forward, or chunked layer-wise inference), scored on each split."""
+@torch.no_grad()
+def whole_graph_logits(model: torch.nn.Module, graph: Graph, chunk_size: int = 0, nodes: Tensor | None = None) -> Tensor:
+    """Eval-mode logits of ``nodes`` (default all): the one place that chooses between layer-wise inference over
+    chunks of ``chunk_size`` nodes (``eval.chunk``) and one forward on the graph's sparse adjacency."""
     was_training = model.training
     model.eval()
-    with torch.no_grad():
+    try:
         if chunk_size:
-            wanted = torch.stack([graph.mask(s) for s in splits]).any(0).nonzero().view(-1)
-            logits = torch.zeros(graph.num_nodes, model.out_channels, device=graph.data.x.device)
-            logits[wanted] = chunked_forward(model, graph, chunk_size, wanted)
-        else:
-            logits = model(graph.data.x, graph_input(model, graph))
-    model.train(was_training)
+            return chunked_forward(model, graph, chunk_size, nodes)
+        logits = model(graph.data.x, graph_input(model, graph))
+        return logits if nodes is None else logits[nodes]
+    finally:
+        model.train(was_training)
+
+
+def ensemble_probabilities(logits: Sequence[Tensor], multilabel: bool) -> Tensor:
+    """The members' averaged probabilities (softmax, or sigmoid for multi-label): the ensemble's prediction."""
+    return torch.stack([torch.sigmoid(z) if multilabel else torch.softmax(z, -1) for z in logits]).mean(0)
+
+
+def split_scores(model: torch.nn.Module, graph: Graph, splits=("train", "val", "test"),
+                 chunk_size: int = 0) -> dict[str, float]:
+    """Eval-mode logits of the splits' nodes (see :func:`whole_graph_logits`), scored on each split."""
+    wanted = torch.stack([graph.mask(s) for s in splits]).any(0)
+    logits = torch.zeros(graph.num_nodes, model.out_channels, device=graph.data.x.device)
+    logits[wanted] = whole_graph_logits(model, graph, chunk_size, wanted.nonzero().view(-1))
     y = graph.data.y
     return {s: score_logits(graph.metric, logits[graph.mask(s)], y[graph.mask(s)]) for s in splits}
 
@@ -97,6 +110,10 @@ class Evaluator:
             return chunked_forward(self.model, self.graph, self.chunk_size, self.mask.nonzero().view(-1))
         return functional_call(self.model, state, (self.x, self.adj))[self.mask]
 
+    def describe(self) -> dict:
+        """How this evaluator scores, for the soups' sidecars: the path, and whether ``chunk_size`` bounds its memory."""
+        return {"path": "reference", "chunk": self.chunk_size, "chunk_bound": True}
+
     def score(self, state: State) -> float:
         return score_logits(self.graph.metric, self.logits(state), self.y)
 
@@ -133,8 +150,7 @@ class Evaluator:
     def ensemble_logits(self, states: Sequence[State]) -> Tensor:
         """Average of the members' probabilities (softmax, or sigmoid for multi-label), as logits."""
         multilabel = self.graph.task == "multilabel"
-        probs = [torch.sigmoid(z) if multilabel else torch.softmax(z, -1) for z in map(self.logits, states)]
-        mean = torch.stack(probs).mean(0).clamp(1e-12, 1 - 1e-7)
+        mean = ensemble_probabilities(list(map(self.logits, states)), multilabel).clamp(1e-12, 1 - 1e-7)
         return torch.log(mean) - torch.log1p(-mean) if multilabel else torch.log(mean)
 
     def score_ensemble(self, states: Sequence[State]) -> float:

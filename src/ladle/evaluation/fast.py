@@ -40,20 +40,19 @@ mix always runs); the buffers are kept between calls (fresh pages are costly) un
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import add_self_loops, remove_self_loops
 
 from ladle.data.graph import csr_tensor
 from ladle.evaluation.evaluator import Evaluator, Mix, State
 from ladle.evaluation.metrics import score_logits
 
-FAST_ARCHITECTURES = ("gcn", "sage", "gin", "gat")
+log = logging.getLogger(__name__)
 FAST_NORMS = ("none", "batch", "layer")
 
 
@@ -71,16 +70,6 @@ class LayerPlan:
     col: Tensor
     n_out: int
     n_in: int
-
-
-def _edge_softmax(alpha: Tensor, plan: LayerPlan) -> Tensor:
-    """Softmax of [nnz, H] edge scores over each target's in-edges, as PyG's ``softmax`` computes it
-    (max subtracted, 1e-16 added to the sum), by segment reductions over the sorted rows."""
-    crow = plan.adj.crow_indices()
-    top = torch.segment_reduce(alpha, "max", offsets=crow, axis=0)
-    alpha = (alpha - top[plan.row]).exp_()
-    total = torch.segment_reduce(alpha, "sum", offsets=crow, axis=0).add_(1e-16)
-    return alpha.div_(total[plan.row])
 
 
 def proportional_basis(coefficients: Tensor) -> tuple[Tensor, Tensor]:
@@ -116,7 +105,7 @@ def proportional_basis(coefficients: Tensor) -> tuple[Tensor, Tensor]:
     return weights.to(coefficients), basis.to(coefficients)
 
 
-def _spmm(adj: Tensor, h: Tensor, out: Tensor | None = None) -> Tensor:
+def spmm(adj: Tensor, h: Tensor, out: Tensor | None = None) -> Tensor:
     """adj [n_out, n_in] (CSR) times h [n_in, d] -> [n_out, d], into ``out`` when given."""
     if out is None:
         return torch.sparse.mm(adj, h)
@@ -140,9 +129,10 @@ class FastEvaluator(Evaluator):
                  memory_floats: int = 2**27):
         super().__init__(graph, model_config, split, device, chunk_size)
         self.memory_floats = memory_floats
-        self.arch = model_config.name
-        self.fast = (self.arch in FAST_ARCHITECTURES and model_config.norm in FAST_NORMS
-                     and bool(self.mask.any()))
+        self.path = getattr(type(self.model), "fast_path", None)  # the model's own math (see FastPath)
+        self.fast = self.path is not None and model_config.norm in FAST_NORMS and bool(self.mask.any())
+        if not self.fast:
+            log.info("%s: no fast evaluation path; scoring by the reference forward", model_config.name)
         self._bank: dict[str, list[Tensor]] = {}  # first-layer parts, one row per ingredient seen
         self._slot: dict[int, int] = {}  # id(state) -> its row in the bank
         self._pinned: list[State] = []  # keeps every banked state alive, so its id stays unique
@@ -157,22 +147,8 @@ class FastEvaluator(Evaluator):
 
     # ---- the plan: per layer, top-down, the targets, their inputs and the propagation matrix
 
-    def _propagation(self) -> tuple[Tensor, Tensor]:
-        """The full graph's edges [2, E] and weights [E] as the architecture's layer propagates them."""
-        n, edge_index = self.graph.num_nodes, self.edge_index
-        if self.arch == "gcn":
-            return gcn_norm(edge_index, None, n, add_self_loops=True)
-        if self.arch == "gat":  # GATConv drops existing self-loops and adds one per node
-            edge_index, _ = add_self_loops(remove_self_loops(edge_index)[0], num_nodes=n)
-            return edge_index, torch.ones(edge_index.size(1), dtype=self.x.dtype, device=self.device)
-        ones = torch.ones(edge_index.size(1), dtype=self.x.dtype, device=self.device)
-        if self.arch == "sage":  # mean over in-edges
-            degree = torch.bincount(edge_index[1], minlength=n).clamp_min(1).to(self.x.dtype)
-            return edge_index, ones / degree[edge_index[1]]
-        return edge_index, ones  # gin: sum over in-edges
-
     def _plan(self, layers: int) -> None:
-        (src_all, dst_all), weight_all = self._propagation()
+        (src_all, dst_all), weight_all = self.path.propagation(self)
         targets = self.mask.nonzero().view(-1)
         position = torch.full((self.graph.num_nodes,), -1, dtype=torch.long, device=self.device)
         self.plans: list[LayerPlan] = [None] * layers
@@ -192,9 +168,15 @@ class FastEvaluator(Evaluator):
             self.plans[layer] = LayerPlan(adj, row, col, targets.numel(), inputs.numel())
             targets = inputs
         self.input_nodes = targets
-        self._x_in = self.x[self.input_nodes]
-        if self.arch != "gat":  # Â X (or the mean or sum of neighbours), shared by every ingredient
-            self._ax = _spmm(self.plans[0].adj, self._x_in)
+        self.x_in = self.x[self.input_nodes]
+        if self.path.shares_first_propagation:  # Â X (or the mean or sum of neighbours), shared by all
+            self.ax = spmm(self.plans[0].adj, self.x_in)
+
+    def describe(self) -> dict:
+        if not self.fast:
+            return super().describe()
+        # The bank and the blocks hold the validation nodes' receptive field: a chunk size does not bound them.
+        return {"path": "fast", "chunk": self.chunk_size, "chunk_bound": False}
 
     def _buffer(self, name: str, rows: int, cols: int) -> Tensor:
         """A [rows, cols] scratch tensor, kept for reuse by the next block of mixes on the CPU."""
@@ -205,46 +187,25 @@ class FastEvaluator(Evaluator):
             flat = self._buffers[name] = torch.empty(rows * cols, dtype=self.x.dtype, device=self.device)
         return flat[:rows * cols].view(rows, cols)
 
-    def _block(self, name: str, rows: int, mixes: int, width: int) -> Tensor:
+    def block(self, name: str, rows: int, mixes: int, width: int) -> Tensor:
         """A [rows, mixes, width] scratch tensor: each node's values for every mix of a block, side by side."""
         return self._buffer(name, rows, mixes * width).view(rows, mixes, width)
+
+    def _part_rows(self) -> int:
+        """Rows of a first-layer part: the targets of layer 1, or all its inputs when the propagation is per mix."""
+        return self.plans[0].n_out if self.path.shares_first_propagation else self.plans[0].n_in
 
     def _block_size(self) -> int:
         """Mixes evaluated side by side: as many as ``memory_floats`` allows, at most ``block_mixes``.
 
         GAT's attention differs per mix, so its propagation cannot be shared: one mix at a time.
         """
-        if self.arch == "gat":
+        if self.path.one_mix_per_block:
             return 1
         width = max(self.model.config.hidden, self.graph.num_classes)
         return max(1, min(self.block_mixes, self.memory_floats // (self.plans[0].n_in * width)))
 
     # ---- first layer: linear parts per ingredient, mixed per block
-
-    def _part_widths(self) -> list[int]:
-        """The width of each first-layer part: the first linear map's output channels (GIN has two parts)."""
-        key = {"gcn": "lin", "sage": "lin_l", "gin": "nn.0", "gat": "lin"}[self.arch]
-        width = self.model.get_parameter(f"convs.0.{key}.weight").size(0)
-        return [width] * (2 if self.arch == "gin" else 1)
-
-    def _first_parts(self, state: State, out: list[Tensor]) -> None:
-        """An ingredient's first-layer linear parts, written into ``out`` (each [n, width]; see the module docstring).
-
-        A bias added after the linear map is linear in the weights too, so it is banked with them
-        (GAT's is added after the attention, so not there).
-        """
-        p, plan = "convs.0.", self.plans[0]
-        if self.arch == "gcn":
-            torch.addmm(state[p + "bias"], self._ax, state[p + "lin.weight"].t(), out=out[0])
-        elif self.arch == "sage":
-            torch.addmm(state[p + "lin_l.bias"], self._ax, state[p + "lin_l.weight"].t(), out=out[0])
-            out[0].addmm_(self._x_in[:plan.n_out], state[p + "lin_r.weight"].t())
-        elif self.arch == "gin":
-            w1 = state[p + "nn.0.weight"].t()
-            torch.mm(self._x_in[:plan.n_out], w1, out=out[0])
-            torch.addmm(state[p + "nn.0.bias"], self._ax, w1, out=out[1])
-        else:  # gat: X W on every input of layer 1
-            torch.mm(self._x_in, state[p + "lin.weight"].t(), out=out[0])
 
     def _bank_slots(self, mixes: Sequence[Mix]) -> Tensor:
         """[G, K] coefficients over the bank's rows, banking ingredients not seen before.
@@ -260,17 +221,17 @@ class FastEvaluator(Evaluator):
                     self._pinned.append(state)
                     new.append(state)
         if new:
-            rows = self.plans[0].n_in if self.arch == "gat" else self.plans[0].n_out
+            rows = self._part_rows()
             known = len(self._pinned) - len(new)
-            for i, width in enumerate(self._part_widths()):
+            for i, width in enumerate(self.path.part_widths(self.model)):
                 bank = torch.empty(len(self._pinned), rows * width, dtype=self.x.dtype, device=self.device)
                 if known:
                     bank[:known] = self._bank[i]
                 self._bank[i] = bank
             with torch.no_grad():
                 for k, state in enumerate(new, known):
-                    self._first_parts({key: v.to(self.device) for key, v in state.items()},
-                                      [bank[k].view(rows, -1) for bank in self._bank.values()])
+                    self.path.first_parts(self, {key: v.to(self.device) for key, v in state.items()},
+                                          [bank[k].view(rows, -1) for bank in self._bank.values()])
         coefficients = torch.zeros(len(mixes), len(self._pinned), dtype=self.x.dtype, device=self.device)
         for g, mix in enumerate(mixes):
             for c, state in mix:
@@ -285,7 +246,7 @@ class FastEvaluator(Evaluator):
         so the soup's members form one group) and the bank is reduced to those r rows once per call;
         each mix then reads only its non-zero rows (two in a GIS step, one when ranking).
         """
-        rows = self.plans[0].n_in if self.arch == "gat" else self.plans[0].n_out
+        rows = self._part_rows()
         weights, banks = coefficients, list(self._bank.values())
         grouped, members = proportional_basis(coefficients)
         if len(members) < int(coefficients.ne(0).any(0).sum()):
@@ -297,7 +258,7 @@ class FastEvaluator(Evaluator):
             parts = []
             for j, bank in enumerate(banks):
                 width = bank.size(1) // rows
-                out = self._block(f"first{j}", rows, len(chunk), width)
+                out = self.block(f"first{j}", rows, len(chunk), width)
                 if len(chunk) == 1:  # contiguous: one product reads the bank's rows once
                     torch.mm(chunk, bank, out=out.view(1, -1))
                 for m, row in enumerate(chunk.tolist() if len(chunk) > 1 else []):
@@ -320,7 +281,7 @@ class FastEvaluator(Evaluator):
     # ---- one block of mixes through one layer: h [n_in, M, d] -> [n_out, M, d'], the mixes' weights in w [M, ...]
 
     @staticmethod
-    def _per_mix(h: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor) -> Tensor:
+    def per_mix(h: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor) -> Tensor:
         """out[:, m] = h[:, m] @ weight[m]ᵀ (+ bias[m]) for each mix m.
 
         Strided views, no copies; the biases are added once for the block (addmm into a strided
@@ -330,67 +291,25 @@ class FastEvaluator(Evaluator):
             torch.mm(h[:, m], weight[m].t(), out=out[:, m])
         return out if bias is None else out.add_(bias[None])
 
-    def _propagate(self, i: int, name: str, h: Tensor) -> Tensor:
+    def propagate(self, i: int, name: str, h: Tensor) -> Tensor:
         """The layer's sparse product on every mix of the block at once: [n_in, M, d] -> [n_out, M, d].
 
         One product over the mixes' channels side by side reads each edge's index once; on
         csbm-arxiv's 2.2M edges it costs 106 ms per mix for 8 mixes against 255 ms for one.
         """
         plan, (_, mixes, width) = self.plans[i], h.shape
-        out = self._block(name, plan.n_out, mixes, width)
-        _spmm(plan.adj, h.view(plan.n_in, mixes * width), out.view(plan.n_out, mixes * width))
+        out = self.block(name, plan.n_out, mixes, width)
+        spmm(plan.adj, h.view(plan.n_in, mixes * width), out.view(plan.n_out, mixes * width))
         return out
 
-    def _linear_then_propagate(self, i: int, h: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
+    def linear_then_propagate(self, i: int, h: Tensor, weight: Tensor, bias: Tensor) -> Tensor:
         """adj @ h @ Wᵀ + b per mix, in the cheaper order (propagate the narrower side)."""
         plan, (_, d_out, d_in), nnz = self.plans[i], weight.shape, self.plans[i].row.numel()
         if nnz * d_in + plan.n_out * d_in * d_out <= plan.n_in * d_in * d_out + nnz * d_out:
-            return self._per_mix(self._propagate(i, f"p{i}", h), weight, bias,
-                                 self._block(f"z{i}", plan.n_out, h.size(1), d_out))
-        y = self._per_mix(h, weight, None, self._block(f"p{i}", plan.n_in, h.size(1), d_out))
-        return self._propagate(i, f"z{i}", y).add_(bias[None])
-
-    def _conv(self, i: int, h: Tensor, w: dict[str, Tensor], first: list[Tensor] | None) -> Tensor:
-        plan, p = self.plans[i], f"convs.{i}."
-        if self.arch in ("gcn", "sage") and first:
-            return first[0]  # the bias is banked with the linear part
-        if self.arch == "gcn":
-            return self._linear_then_propagate(i, h, w[p + "lin.weight"], w[p + "bias"])
-        if self.arch == "sage":
-            z = self._linear_then_propagate(i, h, w[p + "lin_l.weight"], w[p + "lin_l.bias"])
-            for m in range(z.size(1)):
-                z[:, m].addmm_(h[:plan.n_out, m], w[p + "lin_r.weight"][m].t())
-            return z
-        if self.arch == "gin":
-            scale = (1 + w[p + "eps"]).view(1, -1, 1)
-            mixes = scale.size(1)  # layer 1's input is the features, shared by the mixes
-            if first:
-                z = first[1].addcmul_(first[0], scale)  # nn.0's bias is banked in first[1]
-            else:
-                agg = self._propagate(i, f"p{i}", h).addcmul_(h[:plan.n_out], scale)
-                width = w[p + "nn.0.weight"].size(1)
-                z = self._per_mix(agg, w[p + "nn.0.weight"], w[p + "nn.0.bias"],
-                                  self._block(f"y{i}", plan.n_out, mixes, width))
-            return self._per_mix(z.clamp_min_(0), w[p + "nn.2.weight"], w[p + "nn.2.bias"],
-                                 self._block(f"z{i}", plan.n_out, mixes, w[p + "nn.2.weight"].size(1)))
-        # gat: blocks of one mix
-        xw = first[0][:, 0] if first else h[:, 0] @ w[p + "lin.weight"][0].t()
-        return self._gat(plan, xw, {k: v[0] for k, v in w.items()}, p).unsqueeze(1)
-
-    def _gat(self, plan: LayerPlan, xw: Tensor, w: dict[str, Tensor], p: str) -> Tensor:
-        """GATConv in eval mode: xw [n_in, H*C] -> [n_out, H*C] (heads concatenated) or [n_out, C] (one head)."""
-        att_src, att_dst = w[p + "att_src"][0], w[p + "att_dst"][0]  # [H, C]
-        heads, channels = att_src.shape
-        xw = xw.view(-1, heads, channels)
-        score_src = (xw * att_src).sum(-1)  # [n_in, H]
-        score_dst = (xw[:plan.n_out] * att_dst).sum(-1)  # [n_out, H]
-        alpha = F.leaky_relu(score_src[plan.col] + score_dst[plan.row], 0.2)
-        alpha = _edge_softmax(alpha, plan)  # [nnz, H]
-        by_head = xw.transpose(0, 1).contiguous() if heads > 1 else xw.view(1, -1, channels)
-        crow, col = plan.adj.crow_indices(), plan.adj.col_indices()
-        out = [_spmm(csr_tensor(crow, col, alpha[:, k].contiguous(), plan.adj.shape), by_head[k]) for k in range(heads)]
-        out = torch.cat(out, 1) if heads > 1 else out[0]
-        return out.add_(w[p + "bias"])
+            return self.per_mix(self.propagate(i, f"p{i}", h), weight, bias,
+                                 self.block(f"z{i}", plan.n_out, h.size(1), d_out))
+        y = self.per_mix(h, weight, None, self.block(f"p{i}", plan.n_in, h.size(1), d_out))
+        return self.propagate(i, f"z{i}", y).add_(bias[None])
 
     def _finish(self, i: int, h: Tensor, x: Tensor, w: dict[str, Tensor]) -> Tensor:
         """The template's finish_layer for a block of mixes: eval-mode norm, activation, residual."""
@@ -418,9 +337,9 @@ class FastEvaluator(Evaluator):
                                       floating)
         for start, first in self._mixed_parts(coefficients, self._block_size()):
             w = {k: v[start:start + first[0].size(1)] for k, v in weights.items()}
-            h = self._x_in.unsqueeze(1)  # the features, shared by every mix
+            h = self.x_in.unsqueeze(1)  # the features, shared by every mix
             for i in range(len(self.plans)):
-                z = self._conv(i, h, w, first if i == 0 else None)
+                z = self.path.conv(self, i, h, w, first if i == 0 else None)
                 h = z if i == len(self.plans) - 1 else self._finish(i, z, h, w)
             for m in range(h.size(1)):
                 yield h[:, m].clone()  # the next block overwrites the buffers

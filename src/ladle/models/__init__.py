@@ -1,42 +1,109 @@
-"""Models: ``build_model(config, in_channels, out_channels)`` on PyG layers."""
+"""Models: one small subclass of the ``GNN`` template per architecture, on PyG layers.
+
+The registry (this module imports no torch until a model is built): each architecture's class and
+its options dataclass (:mod:`ladle.models.options`).
+"""
 from __future__ import annotations
 
 import functools
 import math
 
-import torch
+from ladle.registry import Registry
 
-from ladle.config import ModelConfig
-from ladle.models.base import GNN, graph_input
-from ladle.models.gat import GAT
-from ladle.models.gcn import GCN
-from ladle.models.gin import GIN
-from ladle.models.mlp import MLP
-from ladle.models.sage import GraphSAGE
-from ladle.seeding import seed_everything
-
-MODELS: dict[str, type[GNN]] = {"gcn": GCN, "sage": GraphSAGE, "gat": GAT, "gin": GIN, "mlp": MLP}
+MODELS = Registry("model")
+MODELS.add("gcn", "ladle.models.gcn:GCN", "ladle.models.options:ModelConfig", "Kipf & Welling, ICLR 2017")
+MODELS.add("sage", "ladle.models.sage:GraphSAGE", "ladle.models.options:ModelConfig", "Hamilton et al., NeurIPS 2017",
+           aliases=("graphsage",))
+MODELS.add("gat", "ladle.models.gat:GAT", "ladle.models.options:GATConfig", "Veličković et al., ICLR 2018")
+MODELS.add("gin", "ladle.models.gin:GIN", "ladle.models.options:ModelConfig", "Xu et al., ICLR 2019")
+MODELS.add("mlp", "ladle.models.mlp:MLP", "ladle.models.options:ModelConfig", "the graph-free baseline")
 
 
-def build_model(config: ModelConfig, in_channels: int, out_channels: int, *, init_seed: int | None = None) -> GNN:
+def build_model(config, in_channels: int, out_channels: int, *, init_seed: int | None = None):
     """Build the model ``config`` names; with ``init_seed`` its initial weights are reproducible."""
+    from ladle.seeding import seed_everything
+
     if init_seed is not None:
         seed_everything(init_seed)
-    return MODELS[config.name](in_channels, out_channels, config)
+    return MODELS.get(config.name)(in_channels, out_channels, config)
 
 
 @functools.lru_cache(maxsize=16)
-def expected_shapes(config: ModelConfig, in_channels: int, out_channels: int) -> dict[str, tuple]:
+def expected_shapes(config, in_channels: int, out_channels: int) -> dict[str, tuple]:
     """The tensor shapes of the architecture, from a model built on the meta device (no memory, no init)."""
+    import torch
+
     with torch.device("meta"):
-        model = MODELS[config.name](in_channels, out_channels, config)
+        model = MODELS.get(config.name)(in_channels, out_channels, config)
     return {k: tuple(v.shape) for k, v in model.state_dict().items()}
 
 
-def parameter_bytes(config: ModelConfig, in_channels: int, out_channels: int) -> int:
+def parameter_bytes(config, in_channels: int, out_channels: int) -> int:
     """Bytes the model's float32 tensors take, computed without allocating them."""
     return 4 * sum(math.prod(shape) for shape in expected_shapes(config, in_channels, out_channels).values())
 
 
-__all__ = ["GAT", "GCN", "GIN", "GNN", "GraphSAGE", "MLP", "MODELS", "build_model", "expected_shapes", "graph_input",
+def check_weights(source: str, state: dict, config, in_channels: int, out_channels: int) -> None:
+    """Refuse weights that do not fit the architecture described (checked on the meta device: nothing is built at
+    the described size) or that hold NaN or infinite values: one message naming ``source``, what differs, the fix."""
+    import torch
+
+    from ladle.errors import LadleError
+
+    expected = expected_shapes(config, in_channels, out_channels)
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    fix = "delete it and its .json, then ladle run --resume RUN_DIR to retrain it, or restore both files"
+    if got != expected:
+        problems = [f"missing {k}" for k in sorted(expected.keys() - got.keys())]
+        problems += [f"extra {k}" for k in sorted(got.keys() - expected.keys())]
+        problems += [f"{k} is {got[k]}, not {expected[k]}" for k in sorted(got.keys() & expected.keys())
+                     if got[k] != expected[k]]
+        raise LadleError(f"{source}: its tensors do not fit the {config.name} model its sidecar describes "
+                         f"({'; '.join(problems[:4])})", fix=fix)
+    bad = [k for k, v in state.items() if v.is_floating_point() and not bool(torch.isfinite(v).all())]
+    if bad:
+        raise LadleError(f"{source} holds non-finite (NaN or infinite) weights ({', '.join(bad[:3])})", fix=fix)
+
+
+def load_model(path, name: str | None = None):
+    """Rebuild an ingredient or soup as an eval-mode ``torch.nn.Module``.
+
+    ``load_model("RUN/soups/gis.safetensors")`` or ``load_model("RUN", "gis")``; ingredients by their name
+    (``ingredient-03``). The weights are read checksum-verified (:mod:`ladle.store`) and checked against the
+    model their sidecar describes before that model is built.
+    """
+    from pathlib import Path
+
+    from ladle.store import RunDir, model_from_sidecar, read_weights
+
+    path, root = Path(path), None
+    if name is not None:
+        run = RunDir(path)
+        path, root = run.weights_path(name), run.path
+    state, sidecar = read_weights(path, root=root)
+    config, in_channels, out_channels = model_from_sidecar(sidecar)
+    check_weights(str(path), state, config, in_channels, out_channels)
+    model = build_model(config, in_channels, out_channels)
+    model.load_state_dict(state, strict=True)
+    return model.eval()
+
+
+def graph_input(model, graph):
+    """What a whole-graph pass of ``model`` over ``graph`` takes as its second argument: the cached
+    sparse adjacency the model asks for (``GNN.adjacency``), else the edge list."""
+    kind = getattr(model, "adjacency", None)
+    return graph.adj_t(kind) if kind is not None else graph.data.edge_index
+
+
+def __getattr__(name):  # the classes themselves, imported when asked for (they need torch)
+    lazy = {"GNN": "ladle.models.base:GNN", "GCN": "ladle.models.gcn:GCN", "GraphSAGE": "ladle.models.sage:GraphSAGE",
+            "GAT": "ladle.models.gat:GAT", "GIN": "ladle.models.gin:GIN", "MLP": "ladle.models.mlp:MLP"}
+    if name in lazy:
+        from ladle.registry import _resolve
+
+        return _resolve(lazy[name])
+    raise AttributeError(name)
+
+
+__all__ = ["MODELS", "build_model", "check_weights", "expected_shapes", "graph_input", "load_model",
            "parameter_bytes"]

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import BatchNorm, LayerNorm
 
-from ladle.config import ModelConfig
+from ladle.models.options import ModelConfig
 
 
 class GNN(nn.Module):
@@ -33,6 +33,9 @@ class GNN(nn.Module):
     # matrix product per layer instead of gathering a message per edge; None keeps the edge list
     # (attention computes a value per edge, so GAT has nothing to gain).
     adjacency: str | None = "plain"
+    # GIS's fast evaluation path (:class:`FastPath`): the architecture's own math, with the model; None: the
+    # soups score this architecture by the reference forward.
+    fast_path: type | None = None
 
     def __init__(self, in_channels: int, out_channels: int, config: ModelConfig):
         super().__init__()
@@ -124,11 +127,41 @@ class GNN(nn.Module):
         return F.dropout(h, p=self.config.dropout, training=self.training)
 
 
-def graph_input(model: nn.Module, graph) -> Tensor:
-    """What a whole-graph pass of ``model`` over ``graph`` takes as its second argument: the cached
-    sparse adjacency the model asks for (:attr:`GNN.adjacency`), else the edge list."""
-    kind = getattr(model, "adjacency", None)
-    return graph.adj_t(kind) if kind is not None else graph.data.edge_index
+class FastPath:
+    """What :class:`~ladle.evaluation.fast.FastEvaluator` needs of an architecture, as static methods over the
+    evaluator ``ev`` (its plans, first-layer inputs ``ev.x_in`` and ``ev.ax``, and block helpers).
+
+    Layer 1's linear parts are linear in the ingredient's weights for a fixed input, so they are computed once
+    per ingredient (:meth:`first_parts`) and mixed; every later layer runs on a block of mixes side by side
+    (:meth:`conv`, ``h`` [n_in, mixes, d] -> [n_out, mixes, d']).
+    """
+
+    shares_first_propagation = True  # layer 1 propagates the features the same way for every ingredient
+    one_mix_per_block = False  # the propagation itself depends on the weights (attention)
+
+    @staticmethod
+    def propagation(ev):
+        """The whole graph's edges [2, E] and weights [E] as the layer propagates them (target = row 1)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def part_widths(model) -> list[int]:
+        raise NotImplementedError
+
+    @staticmethod
+    def first_parts(ev, state, out) -> None:
+        raise NotImplementedError
+
+    @staticmethod
+    def conv(ev, i, h, w, first):
+        raise NotImplementedError
+
+
+def mean_over_in_edges(ev):
+    """Edges weighted 1 / in-degree: the mean over a target's in-edges."""
+    edge_index = ev.edge_index
+    degree = torch.bincount(edge_index[1], minlength=ev.graph.num_nodes).clamp_min(1).to(ev.x.dtype)
+    return edge_index, (1.0 / degree)[edge_index[1]]
 
 
 def input_dropout(x: Tensor, p: float, training: bool) -> Tensor:

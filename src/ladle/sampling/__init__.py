@@ -1,4 +1,35 @@
-"""Samplers: one protocol, one file each; all vectorised torch, PyG mini-batch conventions."""
-from ladle.sampling.base import Sampler, build_sampler
+"""Samplers: one protocol, one file each; all vectorised torch, PyG mini-batch conventions.
 
-__all__ = ["Sampler", "build_sampler"]
+The registry (this module imports no torch): each sampler's class and its options dataclass
+(:mod:`ladle.sampling.options`). A sampler is built as ``cls(graph, config, seed, num_layers=...,
+cache_dir=..., adjacency=...)`` and takes the keywords it needs.
+"""
+from ladle.registry import Registry
+
+SAMPLERS = Registry("sampler")
+SAMPLERS.add("full", "ladle.sampling.full:FullBatch", "ladle.sampling.options:FullOptions",
+             "the whole graph, one batch per epoch")
+SAMPLERS.add("neighbor", "ladle.sampling.neighbor:NeighborSampler", "ladle.sampling.options:NeighborOptions",
+             "GraphSAGE fanouts, without replacement", aliases=("neighbour", "sage"))
+SAMPLERS.add("cluster", "ladle.sampling.cluster:ClusterSampler", "ladle.sampling.options:ClusterOptions",
+             "ClusterGCN on a METIS partition", aliases=("clustergcn",))
+SAMPLERS.add("saint-node", "ladle.sampling.saint:SaintSampler", "ladle.sampling.options:SaintOptions",
+             "GraphSAINT, nodes drawn by degree")
+SAMPLERS.add("saint-edge", "ladle.sampling.saint:SaintSampler", "ladle.sampling.options:SaintOptions",
+             "GraphSAINT, edges drawn by degree")
+SAMPLERS.add("saint-rw", "ladle.sampling.saint:SaintSampler", "ladle.sampling.options:SaintOptions",
+             "GraphSAINT, random walks", aliases=("graphsaint",))
+SAMPLERS.add("fastgcn", "ladle.sampling.layerwise:LayerwiseSampler", "ladle.sampling.options:LayerwiseOptions",
+             "FastGCN, layer-wise importance sampling")
+SAMPLERS.add("ladies", "ladle.sampling.layerwise:LayerwiseSampler", "ladle.sampling.options:LayerwiseOptions",
+             "LADIES, layer-dependent importance sampling")
+
+
+def build_sampler(graph, config, seed: int, *, num_layers: int = 2, cache_dir=None, adjacency: str | None = None):
+    """The sampler ``config`` names, over ``graph``; ``num_layers`` is the model's depth (the layer-wise samplers
+    need it), ``adjacency`` the sparse adjacency a full batch carries for the model (``GNN.adjacency``)."""
+    cls = SAMPLERS.get(config.name)
+    return cls(graph, config, seed, num_layers=num_layers, cache_dir=cache_dir, adjacency=adjacency)
+
+
+__all__ = ["SAMPLERS", "build_sampler"]

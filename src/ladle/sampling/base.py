@@ -15,7 +15,6 @@ from typing import Protocol
 import torch
 from torch_geometric.data import Data
 
-from ladle.config import SamplerConfig
 from ladle.data.graph import Graph
 from ladle.seeding import derive_seed
 
@@ -97,24 +96,3 @@ def subgraph_batch(graph: Graph, nodes: torch.Tensor, index: LocalIndex, edge_in
     edge_index = induced_subgraph(graph, nodes, index) if edge_index is None else edge_index
     return Data(x=data.x.index_select(0, nodes), y=data.y.index_select(0, nodes), edge_index=edge_index,
                 n_id=nodes, loss_mask=data.train_mask[nodes], num_nodes=nodes.numel(), **extra)
-
-
-def build_sampler(graph: Graph, config: SamplerConfig, seed: int, *, num_layers: int = 2, cache_dir=None,
-                  adjacency: str | None = None) -> Sampler:
-    """The sampler ``config`` names; ``num_layers`` is the model's depth (the layer-wise samplers need it),
-    ``adjacency`` the sparse adjacency a full batch carries for the model (see ``GNN.adjacency``)."""
-    from ladle.sampling.cluster import ClusterSampler
-    from ladle.sampling.full import FullBatch
-    from ladle.sampling.layerwise import LayerwiseSampler
-    from ladle.sampling.neighbor import NeighborSampler
-    from ladle.sampling.saint import SaintSampler
-
-    if config.name == "full":
-        return FullBatch(graph, adjacency)
-    if config.name == "neighbor":
-        return NeighborSampler(graph, config, seed)
-    if config.name == "cluster":
-        return ClusterSampler(graph, config, seed, cache_dir=cache_dir)
-    if config.name in ("fastgcn", "ladies"):
-        return LayerwiseSampler(graph, config, seed, num_layers)
-    return SaintSampler(graph, config, seed)

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 import torch
 
-from ladle.config import SamplerConfig
 from ladle.data.graph import Graph
 from ladle.sampling.base import LocalIndex, epoch_generator, subgraph_batch
+from ladle.sampling.options import SamplerConfig
 from ladle.sampling.partition import metis_parts, part_nodes
 
 
 class ClusterSampler:
     name = "cluster"
 
-    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, *, cache_dir=None):
+    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, *, cache_dir=None, **_):
         self.graph, self.config, self.seed = graph, config, seed
         # The partition depends on the graph only (seed 0), so every ingredient of a run shares one cache entry.
         self.membership = metis_parts(graph, config.parts, 0, cache_dir)

@@ -15,7 +15,7 @@ class FullBatch:
 
     name = "full"
 
-    def __init__(self, graph: Graph, adjacency: str | None = None):
+    def __init__(self, graph: Graph, config=None, seed: int = 0, *, adjacency: str | None = None, **_):
         data = graph.data
         extra = {} if adjacency is None else {"adj_t": graph.adj_t(adjacency)}
         self.batch = Data(x=data.x, y=data.y, edge_index=data.edge_index, loss_mask=data.train_mask,

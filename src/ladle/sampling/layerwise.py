@@ -26,15 +26,15 @@ from __future__ import annotations
 import torch
 from torch_geometric.data import Data
 
-from ladle.config import SamplerConfig
 from ladle.data.graph import Graph
 from ladle.sampling.base import Categorical, edges_of, epoch_generator
+from ladle.sampling.options import SamplerConfig
 
 
 class LayerwiseSampler:
     """FastGCN or LADIES batches for a model of ``num_layers`` layers; ``budget`` draws per layer."""
 
-    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, num_layers: int):
+    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, *, num_layers: int = 2, **_):
         self.graph, self.config, self.seed, self.num_layers = graph, config, seed, num_layers
         self.name = config.name
         rowptr, col = (t.cpu() for t in graph.csr())

@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 from torch_geometric.data import Data
 
-from ladle.config import SamplerConfig
 from ladle.data.graph import Graph
 from ladle.sampling.base import LocalIndex, edge_positions, epoch_generator
+from ladle.sampling.options import SamplerConfig
 
 
 def sample_neighbours(rowptr, col, frontier, fanout, gen):
@@ -46,7 +46,7 @@ def sample_neighbours(rowptr, col, frontier, fanout, gen):
 class NeighborSampler:
     name = "neighbor"
 
-    def __init__(self, graph: Graph, config: SamplerConfig, seed: int):
+    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, **_):
         self.graph, self.config, self.seed = graph, config, seed
         self.train_nodes = graph.mask("train").nonzero().view(-1).cpu()
         self.index = LocalIndex(graph.num_nodes)

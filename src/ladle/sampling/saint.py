@@ -18,14 +18,14 @@ import math
 
 import torch
 
-from ladle.config import SamplerConfig
 from ladle.data.graph import Graph
 from ladle.sampling.base import Categorical, LocalIndex, epoch_generator, induced_subgraph, subgraph_batch
+from ladle.sampling.options import SamplerConfig
 from ladle.seeding import derive_seed
 
 
 class SaintSampler:
-    def __init__(self, graph: Graph, config: SamplerConfig, seed: int):
+    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, **_):
         self.graph, self.config, self.seed = graph, config, seed
         self.name = config.name
         self.kind = config.name.removeprefix("saint-")

@@ -11,8 +11,8 @@ from typing import Protocol
 
 from torch import Tensor
 
-from ladle.config import ModelConfig
-from ladle.errors import LadleError, normalise_name, suggest
+from ladle.errors import LadleError
+from ladle.models.options import ModelConfig
 
 State = dict[str, Tensor]
 
@@ -55,21 +55,6 @@ class Soup(Protocol):
     reference: str
 
     def __call__(self, ingredients: Sequence[Ingredient], evaluator, **options) -> SoupResult: ...
-
-
-REGISTRY: dict[str, Soup] = {}
-
-
-def register(soup: Soup) -> Soup:
-    REGISTRY[normalise_name(soup.name)] = soup
-    return soup
-
-
-def get_soup(name: str) -> Soup:
-    key = normalise_name(name)
-    if key not in REGISTRY:
-        raise LadleError(f"unknown soup method {name!r}", fix=suggest(name, [s.name for s in REGISTRY.values()]))
-    return REGISTRY[key]
 
 
 def check_compatible(ingredients: Sequence[Ingredient]) -> None:

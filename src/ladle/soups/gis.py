@@ -11,7 +11,7 @@ The soup is kept as coefficients over the ingredients, so its weights are always
 import torch
 
 from ladle.evaluation.evaluator import mix_states
-from ladle.soups.base import SoupResult, check_compatible, rank_by_val, register
+from ladle.soups.base import SoupResult, check_compatible, rank_by_val
 
 
 def choose_alpha(alphas: list[float], scores: list[float]) -> int:
@@ -53,4 +53,4 @@ class GISSoup:
         return mix
 
 
-register(GISSoup())
+SOUP = GISSoup()

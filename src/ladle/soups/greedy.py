@@ -5,7 +5,7 @@ if the validation score of the average with it is at least the score without it:
 the ingredient (the score "does not drop"), since more members rarely hurt out of sample.
 """
 from ladle.evaluation.evaluator import mix_states
-from ladle.soups.base import SoupResult, check_compatible, rank_by_val, register
+from ladle.soups.base import SoupResult, check_compatible, rank_by_val
 
 
 class GreedySoup:
@@ -30,4 +30,4 @@ class GreedySoup:
         return SoupResult(self.name, state, best_score, coefficients, trace)
 
 
-register(GreedySoup())
+SOUP = GreedySoup()

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ladle.soups.base import SoupResult, check_compatible, rank_by_val, register
+from ladle.soups.base import SoupResult, check_compatible, rank_by_val
 
 
 class MixingWeights:
@@ -70,13 +70,13 @@ class LearnedSoup:
     name = "learned"
     reference = "https://arxiv.org/abs/2203.05482"
 
-    def __call__(self, ingredients, evaluator, learned=None, **_):
-        from ladle.config import LearnedSoupConfig
+    def __call__(self, ingredients, evaluator, seed: int = 0, **options):
+        from ladle.soups.options import LearnedOptions
 
         check_compatible(ingredients)
-        options = learned or LearnedSoupConfig()
+        options = LearnedOptions(**options)
         weights, trace = fit(ingredients, evaluator, options, lambda epoch: None)
         return finish(self.name, ingredients, evaluator, weights, trace)
 
 
-register(LearnedSoup())
+SOUP = LearnedSoup()

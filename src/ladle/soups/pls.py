@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ladle.seeding import derive_seed
-from ladle.soups.base import check_compatible, register
+from ladle.soups.base import check_compatible
 from ladle.soups.learned import finish, fit
 
 
@@ -20,11 +20,11 @@ class PartitionLearnedSoup:
     name = "pls"
     reference = "Zuber et al., Enhanced Soups for Graph Neural Networks (2025)"
 
-    def __call__(self, ingredients, evaluator, learned=None, seed: int = 0, **_):
-        from ladle.config import LearnedSoupConfig
+    def __call__(self, ingredients, evaluator, seed: int = 0, **options):
+        from ladle.soups.options import PLSOptions
 
         check_compatible(ingredients)
-        options = learned or LearnedSoupConfig()
+        options = PLSOptions(**options)
         parts = evaluator.parts(options.parts, seed)
         gen = torch.Generator().manual_seed(derive_seed(seed, "pls"))
 
@@ -36,4 +36,4 @@ class PartitionLearnedSoup:
         return finish(self.name, ingredients, evaluator, weights, trace)
 
 
-register(PartitionLearnedSoup())
+SOUP = PartitionLearnedSoup()

@@ -1,6 +1,6 @@
 """Uniform soup: the plain average of every ingredient (Wortsman et al., ICML 2022)."""
 from ladle.evaluation.evaluator import mix_states
-from ladle.soups.base import SoupResult, check_compatible, register
+from ladle.soups.base import SoupResult, check_compatible
 
 
 class UniformSoup:
@@ -15,4 +15,4 @@ class UniformSoup:
                           [{"members": list(coefficients)}])
 
 
-register(UniformSoup())
+SOUP = UniformSoup()

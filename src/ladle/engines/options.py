@@ -1,0 +1,41 @@
+"""The engines' settings (imports no torch): the run's ``[engine]`` table, shared by every engine."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ladle.errors import LadleError, suggest
+from ladle.options import Options, option
+
+
+@dataclass(frozen=True)
+class EngineConfig(Options):
+    """Where the ingredients train; never changes their weights (bit-identical on CPU)."""
+
+    table: ClassVar[str] = "engine"
+    name: str = option("auto", "auto (process when --workers > 1, else serial), serial, process or ray",
+                       flag="--engine")
+    workers: int = option(1, "local worker processes", low=1, high=4096)
+    threads: int = option(1, "torch threads per ingredient (same value, same weights)", low=1, high=4096)
+    retries: int = option(2, "retries of a killed ingredient", low=0, high=100)
+    address: str = option("", "Ray cluster: auto or HOST:PORT (default RAY_ADDRESS, else a local Ray)", empty=True)
+    cpus_per_ingredient: float = option(1.0, "Ray CPUs per ingredient task", low=0.0, high=1e6)
+    gpus_per_ingredient: float = option(0.0, "Ray GPUs per ingredient task", low=0.0, high=1e6)
+
+    def validate(self):
+        from ladle.engines import ENGINES
+
+        if self.name != "auto":
+            if self.name not in ENGINES:
+                raise LadleError(f"engine.name must be one of auto, {', '.join(ENGINES.names())}, got {self.name!r}",
+                                 fix=suggest(self.name, ["auto", *ENGINES.names()]))
+            object.__setattr__(self, "name", ENGINES.resolve(self.name))
+        if self.cpus_per_ingredient == 0 and self.gpus_per_ingredient == 0:
+            raise LadleError("engine.cpus_per_ingredient and gpus_per_ingredient are both 0",
+                             fix="reserve at least one CPU or GPU per ingredient")
+
+    @property
+    def resolved(self) -> str:
+        if self.name != "auto":
+            return self.name
+        return "process" if self.workers > 1 else "serial"

@@ -1,0 +1,140 @@
+"""Families own their names and options: a soup or a sampler with an option of its own, registered at run time,
+runs through a config file, a derived command-line flag, results.json and its sidecar, touching no other file;
+every flag the README names exists, and reading a config imports no torch."""
+import dataclasses
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+
+from ladle.cli import build_parser, main
+from ladle.options import Options, option
+from ladle.sampling import SAMPLERS
+from ladle.soups import SOUPS
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL = "csbm:nodes=300,classes=3,features=8"
+
+
+@dataclasses.dataclass(frozen=True)
+class ShrinkOptions(Options):
+    table: ClassVar[str] = "soups.shrink"
+    factor: float = option(0.5, "weight of the best ingredient against the uniform average", low=0.0, high=1.0)
+
+
+class ShrinkSoup:
+    """factor · best + (1 − factor) · uniform, the best chosen on validation."""
+
+    name = "shrink"
+    reference = "a toy for the tests"
+
+    def __call__(self, ingredients, evaluator, factor: float = 0.5, seed: int = 0):
+        from ladle.evaluation.evaluator import mix_states
+        from ladle.soups.base import SoupResult, rank_by_val
+
+        best = rank_by_val(ingredients, evaluator)[0][1]
+        coefficients = {i.name: (1 - factor) / len(ingredients) + (factor if i is best else 0.0) for i in ingredients}
+        state = mix_states([(coefficients[i.name], i.state) for i in ingredients])
+        return SoupResult(self.name, state, evaluator.score(state), coefficients, [{"best": best.name}])
+
+
+@dataclasses.dataclass(frozen=True)
+class EveryOtherOptions(Options):
+    table: ClassVar[str] = "sampler"
+    stride: int = option(2, "an epoch's loss covers every stride-th training node", low=1, high=100)
+
+
+class EveryOther:
+    """The whole graph each epoch, the loss on every ``stride``-th training node (a different share each epoch)."""
+
+    name = "every-other"
+
+    def __init__(self, graph, config, seed, **_):
+        self.graph, self.stride = graph, config.stride
+
+    def batches(self, epoch):
+        import torch
+        from torch_geometric.data import Data
+
+        data = self.graph.data
+        train = data.train_mask.nonzero().view(-1)
+        mask = torch.zeros_like(data.train_mask)
+        mask[train[epoch % self.stride::self.stride]] = True
+        yield Data(x=data.x, y=data.y, edge_index=data.edge_index, loss_mask=mask, num_nodes=self.graph.num_nodes)
+
+
+@pytest.fixture
+def toys():
+    SOUPS.add("shrink", ShrinkSoup(), ShrinkOptions, "a toy soup")
+    SAMPLERS.add("every-other", EveryOther, EveryOtherOptions, "a toy sampler")
+    try:
+        yield
+    finally:
+        SOUPS.remove("shrink")
+        SAMPLERS.remove("every-other")
+
+
+def test_a_toy_soup_and_sampler_run_through_file_flag_results_and_sidecars(toys, tmp_path):
+    config = tmp_path / "toy.toml"
+    config.write_text(f'dataset = "{SMALL}"\n\n[sampler]\nname = "every-other"\n\n[sampler.every-other]\nstride = 3\n\n'
+                      '[soups]\nmethods = ["uniform", "shrink"]\n\n[soups.shrink]\nfactor = 0.25\n')
+    from_file = tmp_path / "file"
+    assert main(["run", "--config", str(config), "--ingredients", "2", "--epochs", "3", "--out", str(from_file),
+                 "--quiet"]) == 0
+    from_flags = tmp_path / "flags"
+    assert main(["run", "--dataset", SMALL, "--sampler", "every-other", "--stride", "3", "--soups", "uniform,shrink",
+                 "--factor", "0.25", "--ingredients", "2", "--epochs", "3", "--out", str(from_flags), "--quiet"]) == 0
+    for run in (from_file, from_flags):
+        results = json.loads((run / "results.json").read_text())
+        assert set(results["soups"]) == {"uniform", "shrink"}
+        sidecar = json.loads((run / "soups" / "shrink.json").read_text())
+        assert sidecar["options"] == {"factor": 0.25} and sidecar["reference"] == "a toy for the tests"
+        assert sorted(sidecar["coefficients"].values()) == pytest.approx([0.375, 0.625])
+        ingredient = json.loads((run / "ingredients" / "ingredient-00.json").read_text())
+        assert ingredient["sampler"] == {"name": "every-other", "stride": 3}
+        assert results["ingredients"][0]["sampler"] == {"name": "every-other", "stride": 3}
+        assert "[sampler.every-other]\nstride = 3" in (run / "config.toml").read_text()
+    weights = [{p.name: p.read_bytes() for p in (r / "ingredients").glob("*.safetensors")} for r in (from_file, from_flags)]
+    assert weights[0] == weights[1]
+    assert main(["run", "--dataset", SMALL, "--sampler", "every-other", "--fanouts", "5,5", "--out",
+                 str(tmp_path / "x")]) == 2  # an option of another sampler is refused, not ignored
+    assert main(["run", "--dataset", SMALL, "--soups", "shrink", "--factor", "2", "--out", str(tmp_path / "y")]) == 2
+
+
+def test_every_flag_and_name_the_readme_gives_exists():
+    readme = (ROOT / "README.md").read_text()
+    parser = build_parser()
+    known = {option for action in parser._subparsers._group_actions[0].choices.values()
+             for option in action._option_string_actions}
+    lines = [line for line in readme.split("## Results")[0].splitlines() if "pip " not in line]  # ladle's own flags
+    named = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", "\n".join(lines))) - {"--version", "--help"}
+    assert named - known == set(), "README flags that no command has"
+    run_help = subprocess.run([sys.executable, "-m", "ladle.cli", "run", "--help"], capture_output=True, text=True).stdout
+    for flag in ("--fanouts", "--granularity", "--trunk-epochs", "--eval-chunk", "--patience"):
+        assert flag in run_help
+
+
+def test_reading_a_config_and_the_help_import_no_torch(tmp_path):
+    code = ("import sys; from ladle.config import build_config; from ladle.cli import build_parser; "
+            "build_config({'model': {'name': 'gat'}, 'sampler': {'name': 'neighbor'}, 'soups': ['gis', 'pls']}); "
+            "build_parser(); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_no_family_name_list_outside_its_registry_and_no_store_import_in_sampling():
+    src = ROOT / "src" / "ladle"
+    for path in src.rglob("*.py"):
+        text = path.read_text()
+        if path.parent.name == "sampling":
+            assert "ladle.store" not in text, path
+        if path.name == "store.py":
+            assert "ladle.sampling" not in text
+        if path.name not in ("__init__.py",):
+            assert '("gcn", "sage", "gat", "gin", "mlp")' not in text, path
+            assert '"saint-node", "saint-edge"' not in text, path
+    assert len((src / "config.py").read_text().splitlines()) < 300
