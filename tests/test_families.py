@@ -138,3 +138,30 @@ def test_no_family_name_list_outside_its_registry_and_no_store_import_in_samplin
             assert '("gcn", "sage", "gat", "gin", "mlp")' not in text, path
             assert '"saint-node", "saint-edge"' not in text, path
     assert len((src / "config.py").read_text().splitlines()) < 300
+
+
+def test_a_dataset_registered_at_run_time_is_named_like_any_other(tmp_path):
+    from ladle.data import DATASETS, load_graph
+
+    def ring(spec, root):  # a 12-node ring in 2 alternating classes
+        import torch
+
+        from ladle.data import make_graph
+
+        n = 12
+        edges = torch.stack([torch.arange(n), (torch.arange(n) + 1) % n])
+        y = torch.arange(n) % 2
+        masks = [torch.arange(n) % 3 == k for k in range(3)]
+        return make_graph(torch.eye(n), edges, y, *masks, name="ring", num_classes=2)
+
+    DATASETS.add("ring", ring, None, "a toy ring", reference="tests")
+    try:
+        graph = load_graph("RING")
+        assert graph.num_nodes == 12 and graph.data.edge_index.size(1) == 24
+        assert main(["run", "--dataset", "ring", "--ingredients", "2", "--epochs", "2", "--soups", "uniform",
+                     "--out", str(tmp_path / "ring"), "--quiet"]) == 0
+        assert json.loads((tmp_path / "ring" / "results.json").read_text())["dataset"]["name"] == "ring"
+    finally:
+        DATASETS.remove("ring")
+    with pytest.raises(Exception, match="unknown dataset 'ring'"):
+        load_graph("ring")

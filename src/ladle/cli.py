@@ -396,15 +396,13 @@ def cmd_verify(args) -> int:
 
 
 def cmd_datasets(args) -> int:
-    from ladle.data.datasets import REGISTRY, SPECIAL
+    from ladle.data.datasets import DATASETS
 
     table = Table(title="datasets (names are case- and dash-insensitive)")
     for column in ("name", "source", "description"):
         table.add_column(column)
-    for name, description in SPECIAL.items():
-        table.add_row(name, "ladle", description)
-    for info in REGISTRY.values():
-        table.add_row(info.name, info.source, info.description)
+    for entry in DATASETS.entries.values():
+        table.add_row(entry.name, entry.reference, entry.help)
     console.print(table)
     return 0
 

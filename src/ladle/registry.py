@@ -22,6 +22,7 @@ class Entry:
     options: Any = None  # "module:attribute" of an Options dataclass, the class itself, or None
     help: str = ""
     aliases: tuple[str, ...] = ()
+    reference: str = ""  # where the member comes from: a paper, or a dataset's source
 
     def load(self) -> Any:
         if isinstance(self.target, str):
@@ -50,8 +51,9 @@ class Registry:
         self.entries: dict[str, Entry] = {}
         self._keys: dict[str, str] = {}
 
-    def add(self, name: str, target: Any, options: Any = None, help: str = "", aliases: tuple[str, ...] = ()) -> Entry:
-        entry = Entry(name, target, options, help, tuple(aliases))
+    def add(self, name: str, target: Any, options: Any = None, help: str = "", aliases: tuple[str, ...] = (),
+            reference: str = "") -> Entry:
+        entry = Entry(name, target, options, help, tuple(aliases), reference)
         self.entries[name] = entry
         for key in (name, *aliases):
             self._keys[normalise_name(key)] = name
