@@ -12,8 +12,9 @@ from pathlib import Path
 
 import torch
 
-from ladle.config import EngineConfig, RunConfig
+from ladle.config import EngineConfig, RunConfig, build_config
 from ladle.data import Graph, load_graph
+from ladle.data.pyg_input import graph_from
 from ladle.engines import get_engine
 from ladle.engines.base import Finished, IngredientStore, OnProgress
 from ladle.errors import LadleError
@@ -37,9 +38,9 @@ def dataset_meta(graph: Graph) -> dict:
 DEFAULT_ROOT = "data"
 
 
-def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_epoch: OnProgress | None = None,
-          resume: bool = False, root: str | Path | None = None, graph_file: str | Path | None = None
-          ) -> tuple[RunDir, Graph, list[Finished]]:
+def train(config: RunConfig | dict, out: str | Path, *, graph=None, on_epoch: OnProgress | None = None,
+          resume: bool = False, root: str | Path | None = None, graph_file: str | Path | None = None,
+          save_graph: bool = False) -> tuple[RunDir, Graph, list[Finished]]:
     """Create the run directory (or, with ``resume``, reopen it) and train every missing ingredient.
 
     With ``trunk.epochs`` > 0 one trunk is trained first, here, and stored; every ingredient then
@@ -49,7 +50,17 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
     stored ingredients were trained with other settings than its config now says. A new run
     reads its data from ``config.root`` (the user's own setting); a resumed one only from
     ``root`` or ``graph_file`` (see :func:`run_graph`). Returns the summaries of those trained now.
+
+    ``graph`` may be a ladle ``Graph``, a PyG ``Data``, a PyG dataset or an OGB node-property dataset
+    (:func:`ladle.data.pyg_input.graph_from`). A graph that is not the one ``config.dataset`` names is recorded
+    as ``python:NAME``: later commands take it again by ``graph=`` (Python) or ``--graph FILE.npz`` (checked by
+    fingerprint), or, with ``save_graph``, from the copy saved in the run as ``graph.npz``.
     """
+    config = build_config(config) if isinstance(config, dict) else config
+    if graph is not None:
+        graph = graph_from(graph)
+        if not resume and not names_graph(config.dataset, graph):
+            config = replace(config, dataset=f"{PYTHON_PREFIX}{graph.name}")
     for method in config.soups:
         get_soup(method)  # an unknown soup name fails now, not after an hour of training
     _check_device(config.device)
@@ -70,6 +81,10 @@ def train(config: RunConfig, out: str | Path, *, graph: Graph | None = None, on_
     if created:
         existed = Path(out).exists()
         run_dir = RunDir(out).create(config, meta)
+        if save_graph:
+            from ladle.data.npz import save_npz
+
+            save_npz(graph, run_dir.path / SAVED_GRAPH, root=run_dir.path)
     store = IngredientStore(str(run_dir.path), meta, config.identity_sha256())
     long = config.long_spec()
     specs = [s for s in ([long] if long else []) + config.ingredient_specs() if not run_dir.has(s)]
@@ -128,12 +143,23 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
     must have the fingerprint the run recorded.
     """
     expected = _recorded_fingerprint(run_dir)
+    saved = run_dir.path / SAVED_GRAPH
+    if graph is not None:
+        graph = graph_from(graph)
+    elif graph_file is None and saved.is_file() and not saved.is_symlink():
+        from ladle.data.npz import load_npz
+
+        graph = load_npz(saved, 0)  # the copy the run was made with: data, bounded and checked like any npz
     if graph is None:
         if graph_file is not None:
             from ladle.data.npz import load_npz, parse_npz_spec
 
             _, split = parse_npz_spec(config.dataset) if config.dataset.lower().startswith("npz:") else (None, 0)
             graph = load_npz(graph_file, split)
+        elif config.dataset.startswith(PYTHON_PREFIX):
+            raise LadleError(f"{run_dir.path} was trained on a graph given from Python ({config.dataset})",
+                             fix="pass the same graph again: graph=... in Python, or --graph FILE.npz (write it with "
+                                 "ladle.save_npz(graph, FILE)); or make the run with save_graph=True")
         elif config.dataset.lower().startswith("npz:"):
             raise LadleError(f"{run_dir.path} was trained on {config.dataset}; ladle opens no file that a run "
                              "directory names", fix="pass the graph yourself: --graph PATH.npz (checked by its "
@@ -154,6 +180,31 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
                          f"(fingerprint {graph.fingerprint[:12]}…, the run recorded {expected[:12]}…)",
                          fix="give the dataset, root or --graph file the run was made with")
     return graph
+
+
+PYTHON_PREFIX = "python:"  # the dataset of a run whose graph came from Python
+SAVED_GRAPH = "graph.npz"  # where save_graph puts it
+
+
+def names_graph(dataset: str, graph: Graph) -> bool:
+    """Whether ``dataset`` (a config's) is the name ``graph`` was loaded by, so a later command can load it again."""
+    from ladle.errors import normalise_name
+
+    if dataset.startswith(PYTHON_PREFIX):
+        return dataset == f"{PYTHON_PREFIX}{graph.name}"
+    try:
+        if dataset.lower().startswith("npz:"):
+            from ladle.data.npz import parse_npz_spec
+
+            path, split = parse_npz_spec(dataset)
+            return graph.name == f"npz:{path.name}#{split}"
+        if dataset.lower().startswith("csbm"):
+            from ladle.data.csbm import csbm_name, parse_csbm_spec
+
+            return graph.name == csbm_name(parse_csbm_spec(dataset))
+    except LadleError:
+        return False
+    return normalise_name(graph.name) == normalise_name(dataset)
 
 
 def with_metric(graph: Graph, metric: str) -> Graph:
@@ -337,10 +388,14 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
     return written
 
 
-def run(config: RunConfig, out: str | Path, *, on_epoch: OnProgress | None = None,
-        on_soup: OnSoup | None = None) -> dict:
-    """Train, soup and report; return the results (also written to ``out/results.json``)."""
-    run_dir, graph, _ = train(config, out, on_epoch=on_epoch)
+def run(config: RunConfig | dict, out: str | Path, *, graph=None, save_graph: bool = False,
+        on_epoch: OnProgress | None = None, on_soup: OnSoup | None = None) -> dict:
+    """Train, soup and report; return the results (also written to ``out/results.json``).
+
+    ``config`` is a RunConfig or the dict :func:`ladle.build_config` takes; ``graph`` and ``save_graph`` as for
+    :func:`train`.
+    """
+    run_dir, graph, _ = train(config, out, graph=graph, save_graph=save_graph, on_epoch=on_epoch)
     soup(run_dir, graph=graph, on_soup=on_soup)
     return write_report(run_dir)
 

@@ -253,3 +253,22 @@ def _check_splits(masks: dict[str, np.ndarray], where: str) -> None:
                 raise LadleError(f"{where}: {a} and {b} overlap on {int(both.sum())} nodes "
                                  f"(first: node {int(np.flatnonzero(both)[0])})",
                                  fix="a node belongs to at most one of train, val and test")
+
+
+def save_npz(graph: Graph, path: str | Path, *, root: Path | None = None) -> None:
+    """Write ``graph`` in this module's layout (its one split), so that :func:`load_npz` gives it back with the same
+    fingerprint. Multi-label graphs have no place in the layout and are refused."""
+    import io
+
+    from ladle.files import atomic_write
+
+    if graph.task != "multiclass":
+        raise LadleError(f"{graph.name} is a {graph.task} task; the npz layout holds one class id per node",
+                         fix="pass the graph again from Python (graph=...) instead of saving it")
+    d = graph.data
+    buffer = io.BytesIO()
+    np.savez(buffer, node_features=d.x.cpu().numpy(), node_labels=d.y.cpu().numpy(),
+             edges=d.edge_index.t().cpu().numpy(), train_masks=d.train_mask.cpu().numpy()[None],
+             val_masks=d.val_mask.cpu().numpy()[None], test_masks=d.test_mask.cpu().numpy()[None],
+             metric=np.array(graph.metric))
+    atomic_write(Path(path), buffer.getvalue(), root=root)
