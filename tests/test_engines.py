@@ -51,7 +51,7 @@ def test_process_engine_gives_bit_identical_weights(serial_run, tmp_path):
 def test_a_worker_killed_mid_training_is_retried(serial_run, tmp_path):
     killed = []
 
-    def on_epoch(name, epoch, epochs, best, worker):
+    def on_epoch(name, epoch, epochs, best, worker, metrics):
         if name == "ingredient-01" and epoch == 2 and not killed:
             pid = int(worker.split("pid ")[1].rstrip(")"))
             os.kill(pid, signal.SIGKILL)

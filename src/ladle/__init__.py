@@ -20,6 +20,8 @@ _PUBLIC = {
     "RunDir": "ladle.store", "load_model": "ladle.models",
     "IngredientRecord": "ladle.train", "train_ingredient": "ladle.train",
     "graph_from": "ladle.data.pyg_input", "save_npz": "ladle.data.npz",
+    "Callback": "ladle.callbacks", "ProgressBar": "ladle.callbacks", "TensorBoardLogger": "ladle.callbacks",
+    "MLflowLogger": "ladle.callbacks", "WandbLogger": "ladle.callbacks",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import torch
 
+from ladle.callbacks import Callback, Dispatch, ProgressBar
 from ladle.config import EngineConfig, RunConfig, build_config
 from ladle.data import Graph, load_graph
 from ladle.data.pyg_input import graph_from
@@ -40,7 +41,8 @@ DEFAULT_ROOT = "data"
 
 def train(config: RunConfig | dict, out: str | Path, *, graph=None, on_epoch: OnProgress | None = None,
           resume: bool = False, root: str | Path | None = None, graph_file: str | Path | None = None,
-          save_graph: bool = False) -> tuple[RunDir, Graph, list[Finished]]:
+          save_graph: bool = False, callbacks: Sequence[Callback] | Dispatch = (), progress: bool = True
+          ) -> tuple[RunDir, Graph, list[Finished]]:
     """Create the run directory (or, with ``resume``, reopen it) and train every missing ingredient.
 
     With ``trunk.epochs`` > 0 one trunk is trained first, here, and stored; every ingredient then
@@ -55,7 +57,20 @@ def train(config: RunConfig | dict, out: str | Path, *, graph=None, on_epoch: On
     (:func:`ladle.data.pyg_input.graph_from`). A graph that is not the one ``config.dataset`` names is recorded
     as ``python:NAME``: later commands take it again by ``graph=`` (Python) or ``--graph FILE.npz`` (checked by
     fingerprint), or, with ``save_graph``, from the copy saved in the run as ``graph.npz``.
+
+    ``callbacks`` (:class:`ladle.Callback`) hear every epoch and every stored model, in this process, whatever
+    the engine; ``progress`` adds a progress bar on stderr.
     """
+    dispatch, owned = _dispatch(callbacks, progress)
+    try:
+        return _train(config, out, graph, _both(on_epoch, dispatch.progress if dispatch else None), resume, root,
+                      graph_file, save_graph, dispatch)
+    finally:
+        if owned:
+            dispatch.close()
+
+
+def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, dispatch):
     config = build_config(config) if isinstance(config, dict) else config
     if graph is not None:
         graph = graph_from(graph)
@@ -89,11 +104,15 @@ def train(config: RunConfig | dict, out: str | Path, *, graph=None, on_epoch: On
     long = config.long_spec()
     specs = [s for s in ([long] if long else []) + config.ingredient_specs() if not run_dir.has(s)]
     try:
-        store = _trunk(config, graph, store, run_dir, on_epoch)
+        def on_done(done):
+            run_dir.log_timeline(done)
+            dispatch.finished(done)
+
+        store = _trunk(config, graph, store, run_dir, on_epoch, on_done)
         log.info("training %d models of %s on %s with the %s engine", len(specs), config.model.name, graph.name,
                  engine.resolved)
         finished = runner.run(specs, graph, store, device=config.device, engine=engine,
-                              on_epoch=on_epoch, on_done=run_dir.log_timeline)
+                              on_epoch=on_epoch, on_done=on_done)
     except Exception:
         if created and not _stored_any(run_dir, config):  # nothing finished: leave no half-made run behind
             _remove_run(run_dir, keep_folder=existed)
@@ -101,7 +120,28 @@ def train(config: RunConfig | dict, out: str | Path, *, graph=None, on_epoch: On
     return run_dir, graph, finished
 
 
-def _trunk(config: RunConfig, graph: Graph, store: IngredientStore, run_dir: RunDir, on_epoch) -> IngredientStore:
+def _dispatch(callbacks, progress: bool) -> tuple[Dispatch, bool]:
+    """The callbacks of one call, and whether this call owns them (and closes them when it ends)."""
+    if isinstance(callbacks, Dispatch):
+        return callbacks, False
+    if isinstance(callbacks, Callback):
+        callbacks = [callbacks]
+    return Dispatch([*callbacks, *([ProgressBar()] if progress else [])]), True
+
+
+def _both(first, second):
+    if first is None or second is None:
+        return first or second
+
+    def both(*event):
+        first(*event)
+        second(*event)
+
+    return both
+
+
+def _trunk(config: RunConfig, graph: Graph, store: IngredientStore, run_dir: RunDir, on_epoch,
+           on_done) -> IngredientStore:
     """Train and store the run's trunk unless it is stored; the store then carries its checksum to the workers."""
     from ladle.engines.base import train_and_store, worker_label
 
@@ -111,7 +151,7 @@ def _trunk(config: RunConfig, graph: Graph, store: IngredientStore, run_dir: Run
     if not run_dir.has(spec):
         done = train_and_store(spec, graph, store, device=config.device, threads=config.engine.threads,
                                worker=worker_label("driver", 0), on_epoch=on_epoch)
-        run_dir.log_timeline(done)
+        on_done(done)
     _, sidecar = run_dir.load_checkpoint(spec)
     return replace(store, trunk_sha256=sidecar["sha256"])
 
@@ -308,27 +348,41 @@ def _check_trunk_and_baseline(run_dir: RunDir, config: RunConfig) -> None:
 
 
 def resume(out: str | Path, *, engine: EngineConfig | None = None, on_epoch: OnProgress | None = None,
-           on_soup: OnSoup | None = None, root: str | Path | None = None,
-           graph_file: str | Path | None = None) -> dict:
+           on_soup: OnSoup | None = None, root: str | Path | None = None, graph_file: str | Path | None = None,
+           graph=None, callbacks: Sequence[Callback] = (), progress: bool = True) -> dict:
     """Finish a run that was stopped: train the missing ingredients with the stored config, soup, report."""
     run_dir = RunDir(out)
     config = run_dir.config()
     if engine is not None:  # where to train may change on resume; what to train may not
         config = replace(config, engine=engine)
-    _, graph, _ = train(config, out, on_epoch=on_epoch, resume=True, root=root, graph_file=graph_file)
-    soup(run_dir, graph=graph, on_soup=on_soup)
-    return write_report(run_dir)
+    dispatch, _ = _dispatch(callbacks, progress)
+    try:
+        _, graph, _ = train(config, out, graph=graph, on_epoch=on_epoch, resume=True, root=root,
+                            graph_file=graph_file, callbacks=dispatch)
+        soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch)
+        return write_report(run_dir)
+    finally:
+        dispatch.close()
 
 
-def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, graph: Graph | None = None,
-         on_soup: OnSoup | None = None, root: str | Path | None = None,
-         graph_file: str | Path | None = None) -> dict[str, dict]:
+def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, graph=None,
+         on_soup: OnSoup | None = None, root: str | Path | None = None, graph_file: str | Path | None = None,
+         callbacks: Sequence[Callback] | Dispatch = (), progress: bool = False) -> dict[str, dict]:
     """Soup the stored ingredients of a run with each method; store and return their sidecars.
 
     Selection uses the validation split only; the test score is computed afterwards, for the report.
     Every ingredient's validation and test scores are computed again here from its weights and
     stored with each soup, so the report never rests on scores a sidecar merely claims.
     """
+    dispatch, owned = _dispatch(callbacks, progress)
+    try:
+        return _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch)
+    finally:
+        if owned:
+            dispatch.close()
+
+
+def _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch):
     run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     config = run_dir.config()
     methods = list(config.soups if methods is None else methods)
@@ -382,6 +436,7 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
             "trace": result.trace,
         }
         written[method.name] = run_dir.save_soup(method.name, result.state, sidecar)
+        dispatch.soup(method.name, sidecar)
         log.info("%s: val %.4f test %.4f (%.2fs)", method.name, result.val, test_score, usage.seconds)
         if on_soup:
             on_soup(method.name, "done")
@@ -389,15 +444,21 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
 
 
 def run(config: RunConfig | dict, out: str | Path, *, graph=None, save_graph: bool = False,
-        on_epoch: OnProgress | None = None, on_soup: OnSoup | None = None) -> dict:
+        on_epoch: OnProgress | None = None, on_soup: OnSoup | None = None, callbacks: Sequence[Callback] = (),
+        progress: bool = True) -> dict:
     """Train, soup and report; return the results (also written to ``out/results.json``).
 
     ``config`` is a RunConfig or the dict :func:`ladle.build_config` takes; ``graph`` and ``save_graph`` as for
-    :func:`train`.
+    :func:`train`; ``callbacks`` and ``progress`` serve the training and the soups alike.
     """
-    run_dir, graph, _ = train(config, out, graph=graph, save_graph=save_graph, on_epoch=on_epoch)
-    soup(run_dir, graph=graph, on_soup=on_soup)
-    return write_report(run_dir)
+    dispatch, _ = _dispatch(callbacks, progress)
+    try:
+        run_dir, graph, _ = train(config, out, graph=graph, save_graph=save_graph, on_epoch=on_epoch,
+                                  callbacks=dispatch)
+        soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch)
+        return write_report(run_dir)
+    finally:
+        dispatch.close()
 
 
 def load_ingredients(run_dir: RunDir, graph: Graph) -> tuple[list[Ingredient], object, dict[str, str]]:

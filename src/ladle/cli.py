@@ -11,11 +11,9 @@ import sys
 import threading
 import time
 import typing
-from contextlib import contextmanager
 from pathlib import Path
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ladle.errors import LadleError
@@ -127,6 +125,10 @@ def _add_graph_flags(p: argparse.ArgumentParser) -> None:
                    help="for a run trained on an npz graph: that file, given again (checked by fingerprint)")
 
 
+def _names(text: str) -> list[str]:
+    return [name.strip().lower() for name in text.split(",") if name.strip()]
+
+
 def _version() -> str:
     from ladle import __version__
 
@@ -137,6 +139,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, help="TOML config file (flags override it); see examples/")
     p.add_argument("--out", type=Path, help="run directory to create (default runs/DATASET-MODEL-TIME)")
     p.add_argument("--quiet", action="store_true", help="no progress and no table; print the run directory")
+    p.add_argument("--log", type=_names, default=[], metavar="NAMES",
+                   help="trackers to log to, comma-separated: tensorboard, mlflow, wandb (offline), each an extra")
+    p.add_argument("--log-dir", type=Path, help="where the trackers write (default RUN_DIR/logs)")
     groups = {}
     for flag in run_flags():
         group = groups.get(flag.group) or groups.setdefault(flag.group, p.add_argument_group(flag.group))
@@ -280,8 +285,7 @@ def cmd_run(args) -> int:
         return _resume(args)
     config = config_from_args(args)
     args.out = args.out or _default_out(config)
-    with _progress(args.quiet) as (on_epoch, on_soup):
-        results = api.run(config, args.out, on_epoch=on_epoch, on_soup=on_soup)
+    results = api.run(config, args.out, callbacks=_callbacks(args, config), progress=False)
     _finish(args, results)
     return 0
 
@@ -305,9 +309,8 @@ def _resume(args) -> int:
     if engine_config is not None:
         EngineConfig(**engine_config.__dict__)  # validate
     args.out = args.resume
-    with _progress(args.quiet) as (on_epoch, on_soup):
-        results = api.resume(args.resume, engine=engine_config, on_epoch=on_epoch, on_soup=on_soup, root=args.root,
-                             graph_file=args.graph)
+    results = api.resume(args.resume, engine=engine_config, root=args.root, graph_file=args.graph,
+                         callbacks=_callbacks(args, config), progress=False)
     _finish(args, results)
     return 0
 
@@ -317,8 +320,7 @@ def cmd_train(args) -> int:
 
     config = config_from_args(args)
     args.out = args.out or _default_out(config)
-    with _progress(args.quiet) as (on_epoch, _):
-        run_dir, _, _ = api.train(config, args.out, on_epoch=on_epoch)
+    run_dir, _, _ = api.train(config, args.out, callbacks=_callbacks(args, config), progress=False)
     from ladle.report import write_report
 
     _finish(args, write_report(run_dir))
@@ -331,8 +333,7 @@ def cmd_soup(args) -> int:
     from ladle.store import RunDir
 
     run_dir = RunDir(args.run_dir)
-    with _progress(args.quiet) as (_, on_soup):
-        api.soup(run_dir, args.method, on_soup=on_soup, root=args.root, graph_file=args.graph)
+    api.soup(run_dir, args.method, root=args.root, graph_file=args.graph, callbacks=_callbacks(args), progress=False)
     args.out = args.run_dir
     _finish(args, write_report(run_dir))
     return 0
@@ -410,29 +411,16 @@ def cmd_datasets(args) -> int:
 # ------------------------------------------------------------------ output
 
 
-@contextmanager
-def _progress(quiet: bool):
-    if quiet:
-        yield None, None
-        return
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[info]}"), TimeElapsedColumn()]
-    with Progress(*columns, console=console, transient=False) as progress:
-        tasks: dict[str, int] = {}
+def _callbacks(args, config=None) -> list:
+    """The progress bars (unless --quiet) and the trackers --log names, writing under --log-dir or RUN_DIR/logs."""
+    from ladle.callbacks import ProgressBar, flat_settings, make_loggers
 
-        def on_epoch(name, epoch, epochs, best_val, worker=""):
-            if name not in tasks:
-                tasks[name] = progress.add_task(name, total=epochs, info="")
-            progress.update(tasks[name], completed=epoch, info=f"best val {best_val:.4f}  {worker}")
-
-        def on_soup(method, state):
-            key = f"soup {method}"
-            if state == "start":
-                tasks[key] = progress.add_task(key, total=1, info="")
-            else:
-                progress.update(tasks[key], completed=1, info="done")
-
-        yield on_epoch, on_soup
+    callbacks = [] if args.quiet else [ProgressBar(console)]
+    names = getattr(args, "log", None)
+    if names:
+        settings = flat_settings(config.identity()) if config is not None else None
+        callbacks += make_loggers(names, args.log_dir or Path(args.out) / "logs", settings)
+    return callbacks
 
 
 def _finish(args, results: dict) -> None:

@@ -23,7 +23,7 @@ from ladle.seeding import seed_everything
 
 log = logging.getLogger(__name__)
 
-OnEpoch = Callable[[str, int, int, float], None]  # (name, epoch, epochs, best_val)
+OnEpoch = Callable[[str, int, int, float, dict], None]  # (name, epoch, epochs, best_val, metrics)
 
 
 @dataclass
@@ -113,21 +113,22 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             loss.backward()
             optimizer.step()
             losses.append(float(loss.detach()))
+        metrics = {"loss": sum(losses) / max(len(losses), 1)}
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
             scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
-            history.append({"epoch": epoch, "loss": sum(losses) / max(len(losses), 1), **scores,
-                            "seconds": round(time.perf_counter() - start, 3)})
+            metrics.update(scores)
+            history.append({"epoch": epoch, **metrics, "seconds": round(time.perf_counter() - start, 3)})
             if scores["val"] > best_val:
                 best_val, best_epoch, stale = scores["val"], epoch, 0
                 best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             else:
                 stale += 1
         if on_epoch is not None:
-            on_epoch(spec.name, epoch, spec.train.epochs, best_val)
+            on_epoch(spec.name, epoch, spec.train.epochs, best_val, metrics)
         if spec.train.patience and stale >= spec.train.patience:
             log.info("%s: early stop at epoch %d (best %d)", spec.name, epoch, best_epoch)
             if on_epoch is not None:
-                on_epoch(spec.name, epoch, epoch, best_val)  # done: the progress bar ends here
+                on_epoch(spec.name, epoch, epoch, best_val, {})  # done: the progress bar ends here
             break
 
     model.load_state_dict(best_state)

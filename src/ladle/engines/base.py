@@ -19,7 +19,7 @@ from ladle.data.graph import Graph
 from ladle.train import train_ingredient
 
 # (ingredient name, epoch, epochs, best validation score so far, worker label)
-OnProgress = Callable[[str, int, int, float, str], None]
+OnProgress = Callable[[str, int, int, float, str, dict], None]  # name, epoch, epochs, best val, worker, metrics
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def train_and_store(spec: IngredientSpec, graph: Graph, store: IngredientStore, 
     torch.set_num_threads(threads)
     try:
         started = time.time()
-        progress = None if on_epoch is None else (lambda n, e, t, b: on_epoch(n, e, t, b, worker))
+        progress = None if on_epoch is None else (lambda n, e, t, b, m: on_epoch(n, e, t, b, worker, m))
         start_state = store.start_state(spec)
         record = train_ingredient(spec, graph, device=device_for(device, spec.index), on_epoch=progress,
                                   start_state=start_state)

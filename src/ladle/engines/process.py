@@ -83,8 +83,8 @@ def _worker(spec, graph, store, device, threads, slot, channel, parent: int) -> 
         except (BrokenPipeError, EOFError):  # the run's process is gone: nobody to train for
             os._exit(1)
 
-    def progress(name, epoch, epochs, best, worker):
-        send(("epoch", name, epoch, epochs, best, worker))
+    def progress(name, epoch, epochs, best, worker, metrics):
+        send(("epoch", name, epoch, epochs, best, worker, metrics))
 
     try:
         done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)

@@ -157,8 +157,8 @@ def _task(spec, payload, store, device, threads, events) -> Finished:
     node = ray.get_runtime_context().get_node_id()[:8]
     label = f"ray-{node} (pid {os.getpid()})"
 
-    def progress(name, epoch, epochs, best, worker):
-        events.put_nowait((name, epoch, epochs, best, worker))
+    def progress(name, epoch, epochs, best, worker, metrics):
+        events.put_nowait((name, epoch, epochs, best, worker, metrics))
 
     return train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
 
