@@ -13,7 +13,7 @@ Names are imported when first used, so ``import ladle`` (and ``ladle --version``
 __version__ = "0.1.0"
 
 _PUBLIC = {
-    "run": "ladle.api", "soup": "ladle.api", "train": "ladle.api",
+    "run": "ladle.api", "soup": "ladle.api", "train": "ladle.api", "resume": "ladle.api",
     "IngredientSpec": "ladle.config", "RunConfig": "ladle.config", "TrainConfig": "ladle.config",
     "build_config": "ladle.config", "load_config": "ladle.config", "ModelConfig": "ladle.models.options",
     "Graph": "ladle.data.graph", "load_graph": "ladle.data.datasets", "LadleError": "ladle.errors",

@@ -5,6 +5,7 @@ callbacks they are given, but never print.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -22,6 +23,7 @@ from ladle.errors import LadleError
 from ladle.evaluation import Evaluator
 from ladle.evaluation.fast import FastEvaluator
 from ladle.models import check_weights
+from ladle.models.python_model import allow_import
 from ladle.profiling import measure
 from ladle.report import write_report
 from ladle.soups import Ingredient, get_soup
@@ -41,8 +43,8 @@ DEFAULT_ROOT = "data"
 
 def train(config: RunConfig | dict, out: str | Path, *, graph=None, on_epoch: OnProgress | None = None,
           resume: bool = False, root: str | Path | None = None, graph_file: str | Path | None = None,
-          save_graph: bool = False, callbacks: Sequence[Callback] | Dispatch = (), progress: bool = True
-          ) -> tuple[RunDir, Graph, list[Finished]]:
+          save_graph: bool = False, callbacks: Sequence[Callback] | Dispatch = (), progress: bool = True,
+          model=None) -> tuple[RunDir, Graph, list[Finished]]:
     """Create the run directory (or, with ``resume``, reopen it) and train every missing ingredient.
 
     With ``trunk.epochs`` > 0 one trunk is trained first, here, and stored; every ingredient then
@@ -59,15 +61,39 @@ def train(config: RunConfig | dict, out: str | Path, *, graph=None, on_epoch: On
     fingerprint), or, with ``save_graph``, from the copy saved in the run as ``graph.npz``.
 
     ``callbacks`` (:class:`ladle.Callback`) hear every epoch and every stored model, in this process, whatever
-    the engine; ``progress`` adds a progress bar on stderr.
+    the engine; ``progress`` adds a progress bar on stderr. ``model`` is your own model: a factory
+    ``(in_channels, out_channels) -> torch.nn.Module`` whose ``forward(x, edge_index[, edge_weight])`` gives
+    logits (see :mod:`ladle.models.python_model`); it replaces ``config.model``.
     """
     dispatch, owned = _dispatch(callbacks, progress)
     try:
-        return _train(config, out, graph, _both(on_epoch, dispatch.progress if dispatch else None), resume, root,
-                      graph_file, save_graph, dispatch)
+        with allow_import() if model is not None else contextlib.nullcontext():
+            config = _with_model(build_config(config) if isinstance(config, dict) else config, model, resume)
+            return _train(config, out, graph, _both(on_epoch, dispatch.progress if dispatch else None), resume,
+                          root, graph_file, save_graph, dispatch)
     finally:
         if owned:
             dispatch.close()
+
+
+def _with_model(config: RunConfig, model, resume: bool) -> RunConfig:
+    """The config training ``model`` (a user's factory), refused where its engine could not build it."""
+    if model is None:
+        return config
+    from ladle.models.options import model_config
+    from ladle.models.python_model import importable, register
+
+    name = register(model)
+    if resume or config.model.name.startswith("python:"):
+        if config.model.name != name:
+            raise LadleError(f"the model given ({name}) is not the one the run was trained with ({config.model.name})",
+                             fix="pass the same model (the same class or function) as when the run was made")
+        return config
+    if not importable(name) and config.engine.resolved != "serial":
+        raise LadleError(f"the model {name[len('python:'):]!r} cannot be imported by the {config.engine.resolved} "
+                         "engine's workers (a lambda, a local class or one defined in __main__)",
+                         fix="define it at module level in an importable module, or use engine serial")
+    return replace(config, model=model_config({"name": name}))
 
 
 def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, dispatch):
@@ -293,7 +319,8 @@ def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = 
             raise LadleError(f"{where} claims to be ingredient {index}, which this run's config does not have",
                              fix="remove the stray files, or restore the run's config.toml")
         twin = seen.setdefault(sidecar["sha256"], sidecar["name"])
-        if twin != sidecar["name"] and spec_differences(sidecar, specs[int(twin.rsplit("-", 1)[1])]):
+        other = specs[int(twin.rsplit("-", 1)[1])] if twin != sidecar["name"] else None
+        if other is not None and spec_differences(sidecar, other) and not _may_coincide(specs[index], other):
             raise LadleError(f"{where} holds the same weights as {twin}, though the two were to be trained "
                              "differently: one is a copy", fix="delete the copy and its .json, then ladle run "
                                                                "--resume RUN_DIR retrains it")
@@ -307,6 +334,15 @@ def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = 
             raise LadleError(f"{where} was trained on a different graph (dataset fingerprint differs)",
                              fix="remove it (ladle run --resume retrains it), or use the run it came from")
     _check_trunk_and_baseline(run_dir, config)
+
+
+def _may_coincide(a, b) -> bool:
+    """Whether two ingredients can honestly end with the same weights: nothing random told them apart (the
+    whole graph each epoch, one initialisation, one part, no dropout; a user's model may have none)."""
+    model = a.model
+    no_dropout = model.name.startswith("python:") or (model.dropout == 0 and not model.input_dropout)
+    return (a.sampler.name == b.sampler.name == "full" and a.init_seed == b.init_seed and a.part == b.part
+            and a.trunk_epochs == b.trunk_epochs and no_dropout)
 
 
 def identity_differences(recorded, current: dict) -> list[str]:
@@ -349,17 +385,22 @@ def _check_trunk_and_baseline(run_dir: RunDir, config: RunConfig) -> None:
 
 def resume(out: str | Path, *, engine: EngineConfig | None = None, on_epoch: OnProgress | None = None,
            on_soup: OnSoup | None = None, root: str | Path | None = None, graph_file: str | Path | None = None,
-           graph=None, callbacks: Sequence[Callback] = (), progress: bool = True) -> dict:
+           graph=None, callbacks: Sequence[Callback] = (), progress: bool = True, model=None) -> dict:
     """Finish a run that was stopped: train the missing ingredients with the stored config, soup, report."""
     run_dir = RunDir(out)
-    config = run_dir.config()
+    if model is not None:
+        from ladle.models.python_model import register
+
+        register(model)
+    with allow_import() if model is not None else contextlib.nullcontext():
+        config = run_dir.config()
     if engine is not None:  # where to train may change on resume; what to train may not
         config = replace(config, engine=engine)
     dispatch, _ = _dispatch(callbacks, progress)
     try:
         _, graph, _ = train(config, out, graph=graph, on_epoch=on_epoch, resume=True, root=root,
-                            graph_file=graph_file, callbacks=dispatch)
-        soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch)
+                            graph_file=graph_file, callbacks=dispatch, model=model)
+        soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch, model=model)
         return write_report(run_dir)
     finally:
         dispatch.close()
@@ -367,7 +408,7 @@ def resume(out: str | Path, *, engine: EngineConfig | None = None, on_epoch: OnP
 
 def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, graph=None,
          on_soup: OnSoup | None = None, root: str | Path | None = None, graph_file: str | Path | None = None,
-         callbacks: Sequence[Callback] | Dispatch = (), progress: bool = False) -> dict[str, dict]:
+         callbacks: Sequence[Callback] | Dispatch = (), progress: bool = False, model=None) -> dict[str, dict]:
     """Soup the stored ingredients of a run with each method; store and return their sidecars.
 
     Selection uses the validation split only; the test score is computed afterwards, for the report.
@@ -376,7 +417,13 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
     """
     dispatch, owned = _dispatch(callbacks, progress)
     try:
-        return _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch)
+        if model is None:
+            return _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch)
+        from ladle.models.python_model import register
+
+        register(model)  # the run's config names it; given again, it is the user's own code
+        with allow_import():
+            return _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch)
     finally:
         if owned:
             dispatch.close()
@@ -445,7 +492,7 @@ def _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch):
 
 def run(config: RunConfig | dict, out: str | Path, *, graph=None, save_graph: bool = False,
         on_epoch: OnProgress | None = None, on_soup: OnSoup | None = None, callbacks: Sequence[Callback] = (),
-        progress: bool = True) -> dict:
+        progress: bool = True, model=None) -> dict:
     """Train, soup and report; return the results (also written to ``out/results.json``).
 
     ``config`` is a RunConfig or the dict :func:`ladle.build_config` takes; ``graph`` and ``save_graph`` as for
@@ -454,8 +501,8 @@ def run(config: RunConfig | dict, out: str | Path, *, graph=None, save_graph: bo
     dispatch, _ = _dispatch(callbacks, progress)
     try:
         run_dir, graph, _ = train(config, out, graph=graph, save_graph=save_graph, on_epoch=on_epoch,
-                                  callbacks=dispatch)
-        soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch)
+                                  callbacks=dispatch, model=model)
+        soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch, model=model)
         return write_report(run_dir)
     finally:
         dispatch.close()

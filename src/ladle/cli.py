@@ -44,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args) -> int:
     try:
+        if getattr(args, "allow_import", False):
+            from ladle.models.python_model import allow_import
+
+            with allow_import():
+                return args.handler(args) or 0
         return args.handler(args) or 0
     except LadleError as err:
         errors.print(f"[bold red]error:[/] {err.message}", highlight=False, soft_wrap=True)
@@ -112,6 +117,11 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("run_dir", type=Path)
     _add_graph_flags(verify)
     verify.set_defaults(handler=cmd_verify)
+
+    for command in (run, train, soup, predict, verify):
+        command.add_argument("--allow-import", action="store_true",
+                             help="let a config or run name a model by import path (model = \"python:pkg.mod:Cls\") "
+                                  "and import it: only for code you trust")
 
     datasets = sub.add_parser("datasets", help="list the datasets ladle can load")
     datasets.add_argument("--root", default="data", help="where to look for downloaded files")

@@ -26,6 +26,11 @@ from ladle.sampling.base import LocalIndex, edge_positions
 
 
 @torch.no_grad()
+def can_chunk(model) -> bool:
+    """Whether ``model`` is one of ladle's layer-loop models, which chunked inference runs layer by layer."""
+    return hasattr(model, "convs") and hasattr(model, "finish_layer")
+
+
 def chunked_forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None = None) -> Tensor:
     """Eval-mode logits of ``out_nodes`` (default: all nodes, [N, C]) by layer-wise chunked inference."""
     was_training = model.training

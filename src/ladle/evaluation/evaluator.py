@@ -6,6 +6,7 @@ the reference path: every call materialises the mixed weights and runs a full fo
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import torch
@@ -13,10 +14,12 @@ from torch import Tensor
 from torch.func import functional_call
 
 from ladle.data.graph import Graph
-from ladle.evaluation.chunked import chunked_forward
+from ladle.evaluation.chunked import can_chunk, chunked_forward
 from ladle.evaluation.metrics import score_logits
 from ladle.models import build_model, graph_input
 from ladle.models.options import ModelConfig
+
+log = logging.getLogger(__name__)
 
 State = dict[str, Tensor]
 Mix = Sequence[tuple[float, State]]
@@ -52,7 +55,7 @@ def whole_graph_logits(model: torch.nn.Module, graph: Graph, chunk_size: int = 0
     was_training = model.training
     model.eval()
     try:
-        if chunk_size:
+        if chunk_size and can_chunk(model):
             return chunked_forward(model, graph, chunk_size, nodes)
         logits = model(graph.data.x, graph_input(model, graph))
         return logits if nodes is None else logits[nodes]
@@ -91,6 +94,11 @@ class Evaluator:
         self.graph, self.split, self.chunk_size = graph, split, chunk_size
         self.device = torch.device(device) if device is not None else graph.data.x.device
         self.model = build_model(model_config, graph.num_features, graph.num_classes).to(self.device).eval()
+        self.chunk_bound = not chunk_size or can_chunk(self.model)
+        if not self.chunk_bound:
+            log.info("%s: chunked inference knows ladle's own layers only; whole-graph passes instead",
+                     model_config.name)
+            self.chunk_size = 0
         self.x = graph.data.x.to(self.device)
         self.edge_index = graph.data.edge_index.to(self.device)
         # Whole-graph forwards propagate with the graph's cached sparse adjacency where the model takes one.
@@ -112,7 +120,7 @@ class Evaluator:
 
     def describe(self) -> dict:
         """How this evaluator scores, for the soups' sidecars: the path, and whether ``chunk_size`` bounds its memory."""
-        return {"path": "reference", "chunk": self.chunk_size, "chunk_bound": True}
+        return {"path": "reference", "chunk": self.chunk_size, "chunk_bound": self.chunk_bound}
 
     def score(self, state: State) -> float:
         return score_logits(self.graph.metric, self.logits(state), self.y)

@@ -23,6 +23,10 @@ def build_model(config, in_channels: int, out_channels: int, *, init_seed: int |
     """Build the model ``config`` names; with ``init_seed`` its initial weights are reproducible."""
     from ladle.seeding import seed_everything
 
+    if config.name not in MODELS and config.name.startswith("python:"):
+        from ladle.models.python_model import register  # a worker: its spec came from the driver, which allowed it
+
+        register(config.name)
     if init_seed is not None:
         seed_everything(init_seed)
     return MODELS.get(config.name)(in_channels, out_channels, config)
@@ -65,16 +69,23 @@ def check_weights(source: str, state: dict, config, in_channels: int, out_channe
         raise LadleError(f"{source} holds non-finite (NaN or infinite) weights ({', '.join(bad[:3])})", fix=fix)
 
 
-def load_model(path, name: str | None = None):
+def load_model(path, name: str | None = None, *, model=None):
     """Rebuild an ingredient or soup as an eval-mode ``torch.nn.Module``.
 
     ``load_model("RUN/soups/gis.safetensors")`` or ``load_model("RUN", "gis")``; ingredients by their name
     (``ingredient-03``). The weights are read checksum-verified (:mod:`ladle.store`) and checked against the
-    model their sidecar describes before that model is built.
+    model their sidecar describes before that model is built. A run of a model given from Python
+    needs that model again: ``model=`` (see :mod:`ladle.models.python_model`).
     """
     from pathlib import Path
 
+    from ladle.models.python_model import allow_import, register
     from ladle.store import RunDir, model_from_sidecar, read_weights
+
+    if model is not None:
+        register(model)
+        with allow_import():
+            return load_model(path, name)
 
     path, root = Path(path), None
     if name is not None:

@@ -34,6 +34,10 @@ class ModelConfig(Options):
     def __post_init__(self):
         from ladle.models import MODELS
 
+        if str(self.name).startswith("python:") and self.name not in MODELS:
+            from ladle.models.python_model import resolve_unregistered  # a user's model (imports torch)
+
+            resolve_unregistered(self.name)
         object.__setattr__(self, "name", MODELS.resolve(self.name, "model"))
         super().__post_init__()
 
@@ -54,5 +58,10 @@ def model_config(values: dict, source: str = "config") -> ModelConfig:
     """The options dataclass of the architecture ``values`` names, built from them (defaults its own)."""
     from ladle.models import MODELS
 
-    name = MODELS.resolve(values.get("name", "gcn"), "model")
+    name = values.get("name", "gcn")
+    if str(name).startswith("python:") and name not in MODELS:
+        from ladle.models.python_model import resolve_unregistered
+
+        resolve_unregistered(name)
+    name = MODELS.resolve(name, "model")
     return MODELS.options(name).build({**values, "name": name}, source)
