@@ -212,3 +212,26 @@ def test_model_names_cannot_escape_the_run(finished_run, tmp_path, capsys, name)
     fails(["predict", str(finished_run), "--model", name, "--out", str(tmp_path / "p.csv")], capsys,
           "has no model named", "choices:")
     assert not (tmp_path / "p.csv").exists()
+
+
+def test_a_missing_metis_is_one_clear_error_before_training(monkeypatch, tmp_path):
+    import builtins
+    import sys
+
+    from ladle.cli import main
+
+    real = builtins.__import__
+
+    def no_pymetis(name, *args, **kwargs):
+        if name == "pymetis":
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pymetis)
+    monkeypatch.delitem(sys.modules, "pymetis", raising=False)
+    for flags in (["--sampler", "cluster"], ["--partition", "metis"], ["--soups", "pls"]):
+        out = tmp_path / flags[1]
+        assert main(["run", "--dataset", "csbm:nodes=200,classes=2,features=4", *flags, "--out", str(out)]) == 2
+        assert not out.exists()
+    assert main(["run", "--dataset", "csbm:nodes=200,classes=2,features=4", "--partition", "random", "--epochs", "1",
+                 "--ingredients", "2", "--out", str(tmp_path / "random"), "--quiet"]) == 0

@@ -36,7 +36,6 @@ def workdir(tmp_path, planetoid_root):
 
     shutil.copytree(planetoid_root / "Cora", tmp_path / "data" / "Cora")
     write_ogb(tmp_path / "data", "ogbn-arxiv", n=40)
-    shutil.copytree(ROOT / "examples", tmp_path / "examples")
     return tmp_path
 
 

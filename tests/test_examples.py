@@ -5,7 +5,7 @@ import pytest
 from ladle.config import load_config
 from ladle.soups import get_soup
 
-EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "examples").glob("*.toml"))
+EXAMPLES = sorted((Path(__file__).resolve().parents[1] / "src" / "ladle" / "examples").glob("*.toml"))
 
 
 def test_one_example_per_soup_method():
@@ -20,3 +20,34 @@ def test_examples_are_valid_configs(path):
     config = load_config(path)
     for method in config.soups:
         get_soup(method)
+
+
+def test_examples_ship_with_the_package_and_the_cli_names_them(capsys):
+    from ladle.cli import main
+
+    assert main(["examples"]) == 0
+    listed = capsys.readouterr().out
+    assert all(path.stem in listed for path in EXAMPLES)
+    assert main(["examples", "gis"]) == 0
+    assert capsys.readouterr().out == (EXAMPLES[[p.stem for p in EXAMPLES].index("gis")]).read_text()
+    assert main(["examples", "gsi"]) == 2
+    assert "did you mean 'gis'" in capsys.readouterr().err
+    assert main(["run", "--config", "example:nope"]) == 2
+
+
+def test_the_wheel_carries_the_examples_license_and_no_test_files(tmp_path):
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w",
+                          str(tmp_path), str(root)], capture_output=True, text=True)
+    if out.returncode != 0 and "No module named" in out.stderr:
+        pytest.skip("no wheel builder here: " + out.stderr[-200:])
+    assert out.returncode == 0, out.stderr[-2000:]
+    (wheel,) = tmp_path.glob("ladle-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {f"ladle/examples/{p.name}" for p in EXAMPLES} <= set(names)
+    assert any(n.endswith("licenses/LICENSE") for n in names)
+    assert not any(n.startswith("tests/") for n in names)

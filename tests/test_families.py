@@ -124,6 +124,10 @@ def test_reading_a_config_and_the_help_import_no_torch(tmp_path):
             "build_parser(); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
     assert out.stdout.strip() == "False", out.stderr
+    version = ("import sys; from ladle.cli import main\ntry: main(['--version'])\nexcept SystemExit: pass\n"
+               "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", version], capture_output=True, text=True, cwd=tmp_path)
+    assert out.stdout.split() == ["ladle", "0.1.0", "False"], out.stderr
 
 
 def test_no_family_name_list_outside_its_registry_and_no_store_import_in_sampling():

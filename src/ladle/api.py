@@ -104,6 +104,10 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
             config = replace(config, dataset=f"{PYTHON_PREFIX}{graph.name}")
     for method in config.soups:
         get_soup(method)  # an unknown soup name fails now, not after an hour of training
+    from ladle.sampling.partition import needs_metis, require_metis
+
+    if needs_metis(config):
+        require_metis()  # a missing package fails now too
     _check_device(config.device)
     engine = config.engine
     runner = get_engine(engine.resolved)

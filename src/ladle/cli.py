@@ -123,6 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
                              help="let a config or run name a model by import path (model = \"python:pkg.mod:Cls\") "
                                   "and import it: only for code you trust")
 
+    examples = sub.add_parser("examples", help="list ladle's example configs, or print one (ladle examples gis > "
+                                               "my.toml)")
+    examples.add_argument("name", nargs="?", help="the example to print")
+    examples.set_defaults(handler=cmd_examples)
+
     datasets = sub.add_parser("datasets", help="list the datasets ladle can load")
     datasets.add_argument("--root", default="data", help="where to look for downloaded files")
     datasets.set_defaults(handler=cmd_datasets)
@@ -133,6 +138,14 @@ def _add_graph_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", help="your dataset folder (default data); a run never chooses where ladle reads data")
     p.add_argument("--graph", type=Path, metavar="FILE.npz",
                    help="for a run trained on an npz graph: that file, given again (checked by fingerprint)")
+
+
+def _config_path(text: str) -> Path:
+    if text.startswith("example:"):
+        from ladle.examples import example_path
+
+        return example_path(text.split(":", 1)[1])
+    return Path(text)
 
 
 def _names(text: str) -> list[str]:
@@ -146,7 +159,8 @@ def _version() -> str:
 
 
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", type=Path, help="TOML config file (flags override it); see examples/")
+    p.add_argument("--config", metavar="FILE|example:NAME",
+                   help="TOML config file (flags override it), or one of ladle's examples (ladle examples)")
     p.add_argument("--out", type=Path, help="run directory to create (default runs/DATASET-MODEL-TIME)")
     p.add_argument("--quiet", action="store_true", help="no progress and no table; print the run directory")
     p.add_argument("--log", type=_names, default=[], metavar="NAMES",
@@ -266,7 +280,7 @@ def config_from_args(args):
     if args.partition not in (None, "none") and args.parts is not None:
         # With --partition, --parts counts the partition's parts (Graph Ladling's K), not ClusterGCN's.
         overrides["partition.parts"] = overrides.pop("sampler.parts")
-    file_values = load_toml(args.config) if args.config else None
+    file_values = load_toml(_config_path(args.config)) if args.config else None
     try:
         return build_config(file_values, overrides, source=str(args.config or "flags"))
     except LadleError as err:
@@ -403,6 +417,21 @@ def cmd_verify(args) -> int:
                      soft_wrap=True)
         return 2
     console.print(f"all {len(checks)} checks passed")
+    return 0
+
+
+def cmd_examples(args) -> int:
+    from ladle.examples import example_path, examples
+
+    if args.name:
+        print(example_path(args.name).read_text(), end="")
+        return 0
+    table = Table(title="example configs: ladle run --config example:NAME, or ladle examples NAME > my.toml")
+    for column in ("name", "what it shows"):
+        table.add_column(column)
+    for name, summary in examples().items():
+        table.add_row(name, summary)
+    console.print(table)
     return 0
 
 

@@ -19,7 +19,7 @@ def load_toml(path: str | Path) -> dict:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
-        raise LadleError(f"{path} is not valid TOML: {err}", fix="see examples/*.toml for the layout") from None
+        raise LadleError(f"{path} is not valid TOML: {err}", fix="see ladle examples for the layout") from None
 
 
 def dump_toml(values: dict[str, Any], name: str = "") -> str:

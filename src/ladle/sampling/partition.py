@@ -39,7 +39,7 @@ def metis_parts(graph: Graph, parts: int, seed: int = 0, cache_dir=None) -> torc
         except (OSError, ValueError):
             pass
         log.warning("ignoring unreadable partition cache %s", path)
-    import pymetis
+    pymetis = require_metis()
 
     rowptr, col = graph.csr()
     options = pymetis.Options(seed=seed)
@@ -78,6 +78,23 @@ def _save(path: Path, membership: np.ndarray) -> None:
         atomic_write(path, buffer.getvalue())
     except (OSError, LadleError) as err:  # a read-only cache only costs a recomputation next time
         log.warning("could not cache the partition at %s: %s", path, err)
+
+
+def require_metis():
+    """pymetis, or one error saying how to get it (METIS serves ClusterGCN, METIS partitions and the pls soup)."""
+    try:
+        import pymetis
+    except ImportError:
+        raise LadleError("METIS is not installed: ClusterGCN, partition method metis and the pls soup need it",
+                         fix="pip install 'ladle[metis]' (pymetis), or use another sampler, --partition random "
+                             "or other soups") from None
+    return pymetis
+
+
+def needs_metis(config) -> bool:
+    """Whether a run's config uses METIS anywhere."""
+    return (config.sampler.name == "cluster" or config.partition.method == "metis" or "pls" in config.soups
+            or any(r.sampler.name == "cluster" for r in config.recipes))
 
 
 def membership_for(graph: Graph, method: str, parts: int, cache_dir=None) -> torch.Tensor:
