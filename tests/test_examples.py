@@ -51,3 +51,16 @@ def test_the_wheel_carries_the_examples_license_and_no_test_files(tmp_path):
     assert {f"ladle/examples/{p.name}" for p in EXAMPLES} <= set(names)
     assert any(n.endswith("licenses/LICENSE") for n in names)
     assert not any(n.startswith("tests/") for n in names)
+
+
+def test_the_pyg_api_example_runs(tmp_path, shared):
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "ladle.examples.pyg_api", "--root", str(shared / "data" / "planetoid"),
+                          "--out", str(tmp_path / "run"), "--epochs", "3"], capture_output=True, text=True,
+                         timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert sum(line.startswith("ingredient-0") for line in lines) == 4
+    assert any(line.startswith("gis") for line in lines) and lines[-1].startswith("GIS soup predicts")

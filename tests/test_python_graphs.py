@@ -174,3 +174,25 @@ def test_the_readme_python_section_runs_as_written(tmp_path, shared):
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1].startswith("ok ")
     assert (tmp_path / "runs" / "cora-py" / "graph.npz").is_file()
+
+
+def test_multilabel_and_split_idx_graphs_go_through_the_cli_with_their_npz(tmp_path):
+    data = two_rings()
+    data.y = torch.stack([data.y, 1 - data.y, (torch.arange(20) % 3 == 0).long()], 1).float()
+    multi = ladle.graph_from(data)
+    plain = two_rings(classes=3)
+    del plain.train_mask, plain.val_mask, plain.test_mask
+    by_index = ladle.graph_from(plain, split_idx={"train": torch.arange(0, 20, 2), "valid": torch.arange(1, 20, 4),
+                                                  "test": torch.arange(3, 20, 4)})
+    for graph, metric in ((multi, "f1"), (by_index, "acc")):
+        out = tmp_path / metric
+        ladle.run(FAST, out, graph=graph, progress=False)
+        file = tmp_path / f"{metric}.npz"
+        ladle.save_npz(graph, file)
+        assert ladle.load_graph(f"npz:{file}").fingerprint == graph.fingerprint
+        results = json.loads((out / "results.json").read_text())
+        assert results["dataset"]["metric"] == metric
+        for command in (["soup", str(out), "--method", "gis", "--quiet"], ["verify", str(out)],
+                        ["predict", str(out), "--model", "gis", "--out", str(tmp_path / f"{metric}.csv")]):
+            assert main(command + ["--graph", str(file)]) == 0, command
+        assert main(["report", str(out)]) == 0

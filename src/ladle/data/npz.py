@@ -1,10 +1,10 @@
 """User graphs in the common ``.npz`` node-classification layout.
 
-Keys: ``node_features`` [N, F] float, ``node_labels`` [N] int, ``edges`` [E, 2] int, and
-``train_masks`` / ``val_masks`` / ``test_masks`` as [S, N] (S splits) or [N] bool.
-``npz:PATH#K`` picks split K (default 0). An optional ``metric`` ("acc" or "rocauc") names how the
-graph is scored; without it a binary task is scored by ROC-AUC, others by accuracy. The file is
-opened with ``allow_pickle=False``.
+Keys: ``node_features`` [N, F] float, ``node_labels`` [N] int (or [N, T] 0/1 for a multi-label task),
+``edges`` [E, 2] int, and ``train_masks`` / ``val_masks`` / ``test_masks`` as [S, N] (S splits) or [N] bool.
+``npz:PATH#K`` picks split K (default 0). An optional ``metric`` ("acc" or "rocauc"; "f1" or "rocauc" for
+multi-label) names how the graph is scored; without it a binary task is scored by ROC-AUC, a multi-label
+one by micro-F1, others by accuracy. The file is opened with ``allow_pickle=False``.
 """
 from __future__ import annotations
 
@@ -43,11 +43,13 @@ def load_npz(path: str | Path, split: int = 0) -> Graph:
     where = f"{path}"
     x = _features(arrays["node_features"], where)
     n = x.shape[0]
-    y = _labels(arrays["node_labels"], n, where)
+    labels = arrays["node_labels"]
+    multilabel = labels.ndim == 2
+    y = _multilabels(labels, n, where) if multilabel else _labels(labels, n, where)
     edges = _edges(arrays["edges"], n, where)
     masks = {key: _mask(arrays[key], key, n, split, where) for key in REQUIRED[3:]}
     _check_splits(masks, where)
-    num_classes = int(y.max()) + 1 if y.size else 0
+    num_classes = y.shape[1] if multilabel else int(y.max()) + 1 if y.size else 0
     return make_graph(
         torch.from_numpy(x),
         torch.from_numpy(edges).t().contiguous(),
@@ -55,20 +57,33 @@ def load_npz(path: str | Path, split: int = 0) -> Graph:
         *(torch.from_numpy(masks[k]) for k in REQUIRED[3:]),
         name=f"npz:{path.name}#{split}",
         num_classes=num_classes,
-        metric=_metric(arrays.get("metric"), num_classes, where),
+        task="multilabel" if multilabel else "multiclass",
+        metric=_metric(arrays.get("metric"), num_classes, where, multilabel),
     )
 
 
-def _metric(stored, num_classes: int, where: str) -> str:
-    """The file's own ``metric`` key, else ROC-AUC for a binary task (accuracy rewards predicting the majority
-    class there), else accuracy."""
+def _metric(stored, num_classes: int, where: str, multilabel: bool = False) -> str:
+    """The file's own ``metric`` key, else micro-F1 for multi-label tasks, ROC-AUC for a binary task (accuracy
+    rewards predicting the majority class there), else accuracy."""
+    allowed = ("f1", "rocauc") if multilabel else ("acc", "rocauc")
     if stored is None:
-        return "rocauc" if num_classes == 2 else "acc"
+        return "f1" if multilabel else "rocauc" if num_classes == 2 else "acc"
     value = str(stored.item()) if stored.shape == () and stored.dtype.kind in "US" else None
-    if value not in ("acc", "rocauc"):
-        raise LadleError(f"{where}: metric must be the string acc or rocauc, got {str(stored)[:40]!r}",
-                         fix='save it as metric=np.array("rocauc"), or leave it out')
+    if value not in allowed:
+        raise LadleError(f"{where}: metric must be the string {' or '.join(allowed)} for this task, got "
+                         f"{str(stored)[:40]!r}", fix=f'save it as metric=np.array("{allowed[-1]}"), or leave it out')
     return value
+
+
+def _multilabels(y: np.ndarray, n: int, where: str) -> np.ndarray:
+    """[N, T] 0/1 labels of a multi-label task."""
+    if y.shape[0] != n or y.shape[1] < 1:
+        raise LadleError(f"{where}: node_labels has shape {y.shape}, expected [{n}] class ids or [{n}, T] 0/1 labels",
+                         fix="store one label, or one row of T 0/1 labels, per node")
+    if not np.isin(y, (0, 1)).all():
+        raise LadleError(f"{where}: node_labels is [N, T] (multi-label) but holds values other than 0 and 1",
+                         fix="store multi-label targets as 0/1")
+    return y.astype(np.float32)
 
 
 def _read(path: Path) -> dict[str, np.ndarray]:
@@ -257,17 +272,15 @@ def _check_splits(masks: dict[str, np.ndarray], where: str) -> None:
 
 def save_npz(graph: Graph, path: str | Path, *, root: Path | None = None) -> None:
     """Write ``graph`` in this module's layout (its one split), so that :func:`load_npz` gives it back with the same
-    fingerprint. Multi-label graphs have no place in the layout and are refused."""
+    fingerprint (multi-label targets as [N, T] 0/1)."""
     import io
 
     from ladle.files import atomic_write
 
-    if graph.task != "multiclass":
-        raise LadleError(f"{graph.name} is a {graph.task} task; the npz layout holds one class id per node",
-                         fix="pass the graph again from Python (graph=...) instead of saving it")
     d = graph.data
     buffer = io.BytesIO()
-    np.savez(buffer, node_features=d.x.cpu().numpy(), node_labels=d.y.cpu().numpy(),
+    labels = d.y.cpu().numpy().astype(np.uint8) if graph.task == "multilabel" else d.y.cpu().numpy()
+    np.savez(buffer, node_features=d.x.cpu().numpy(), node_labels=labels,
              edges=d.edge_index.t().cpu().numpy(), train_masks=d.train_mask.cpu().numpy()[None],
              val_masks=d.val_mask.cpu().numpy()[None], test_masks=d.test_mask.cpu().numpy()[None],
              metric=np.array(graph.metric))
