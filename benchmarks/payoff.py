@@ -185,6 +185,9 @@ def main(argv=None) -> int:
     parser.add_argument("--products", action="store_true", help="the csbm-products cell alone")
     parser.add_argument("--products-trunk", type=int, default=0, help="the trunk setting of the products cell")
     parser.add_argument("--quick", action="store_true", help="a few cells, one seed, tiny caps")
+    parser.add_argument("--stop-after", type=float, default=0, metavar="MINUTES",
+                        help="start no pipeline after this many minutes (seed-major order: every cell keeps the "
+                             "same seeds so far)")
     parser.add_argument("--seeds", type=int, default=0, help="at most this many seeds per cell (0: each cell's own)")
     parser.add_argument("--only", default="", help="run only the cells whose label contains this")
     parser.add_argument("--table-only", action="store_true", help="print the table of the records, run nothing")
@@ -205,6 +208,9 @@ def main(argv=None) -> int:
     for seed, cell, trunk in todo:
         if (cell.label, trunk, seed) in done:
             continue
+        if args.stop_after and time.perf_counter() - start > 60 * args.stop_after:
+            print(f"stopped after {args.stop_after} minutes: the table holds the pipelines finished so far", flush=True)
+            break
         began = time.perf_counter()
         record = run_pipeline(cell, seed, trunk, args)
         record["wall_s"] = round(time.perf_counter() - began, 1)
