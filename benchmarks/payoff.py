@@ -188,6 +188,8 @@ def main(argv=None) -> int:
     parser.add_argument("--stop-after", type=float, default=0, metavar="MINUTES",
                         help="start no pipeline after this many minutes (seed-major order: every cell keeps the "
                              "same seeds so far)")
+    parser.add_argument("--trunks", choices=("both", "none", "only"), default="both",
+                        help="run each cell without a trunk and with its trunk of E epochs (both), or one of them")
     parser.add_argument("--seeds", type=int, default=0, help="at most this many seeds per cell (0: each cell's own)")
     parser.add_argument("--only", default="", help="run only the cells whose label contains this")
     parser.add_argument("--table-only", action="store_true", help="print the table of the records, run nothing")
@@ -204,6 +206,7 @@ def main(argv=None) -> int:
     # Seed-major: a run stopped early still has every cell at the same number of seeds.
     todo = [(seed, cell, trunk) for seed in range(max((c.seeds for c in chosen), default=0)) for cell in chosen
             for trunk in dict.fromkeys([0, cell.trunk] if not args.products else [cell.trunk])
+            if args.trunks == "both" or (trunk == 0) == (args.trunks == "none")
             if seed < min(cell.seeds, args.seeds or cell.seeds)]
     for seed, cell, trunk in todo:
         if (cell.label, trunk, seed) in done:
