@@ -40,7 +40,7 @@ def one_pipeline(job: dict) -> dict:
         values["train"] = {"epochs": job["epochs"]}
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        results = api.run(build_config(values), Path(tmp) / "run")
+        results = api.run(build_config(values), Path(tmp) / "run", progress=False)
     scores = {"best ingredient": results["best_ingredient"], "ingredients mean": results["ingredient_mean"]}
     scores.update({name: s for name, s in results["soups"].items()})
     return {**job, "epochs_used": results["config"]["train"]["epochs"], "seconds": time.perf_counter() - start,

@@ -185,7 +185,7 @@ def throughput(args) -> dict:
             out = Path(tmp) / label
             with GpuMemoryByProcess(args.device.startswith("cuda")) as smi:
                 start, clock = time.perf_counter(), time.time()
-                api.train(config(n, engine, workers), out, graph=graph)
+                api.train(config(n, engine, workers), out, graph=graph, progress=False)
                 wall = time.perf_counter() - start
             cars = sidecars(out)
             # The timeline splits the wall time: until the first ingredient starts (workers starting, imports,

@@ -43,7 +43,7 @@ def run_recipe(name: str, recipe: dict, args) -> dict:
                            "model": {"name": "gcn", "hidden": 128}, "train": {"epochs": args.epochs},
                            "soups": ["uniform", "greedy", "gis", "ensemble"], "engine": {"workers": args.workers}})
     start = time.perf_counter()
-    results = api.run(config, Path(args.out) / name)
+    results = api.run(config, Path(args.out) / name, progress=False)
     results["wall_s"] = time.perf_counter() - start
     return results
 

@@ -106,7 +106,7 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
     peaks["load"], clock["load"] = monitor.peak, time.perf_counter() - began
     start = time.perf_counter()
     with MemoryMonitor(args.memory) as monitor:
-        run_dir, graph, _ = api.train(config, out, graph=graph)
+        run_dir, graph, _ = api.train(config, out, graph=graph, progress=False)
     peaks["train"] = monitor.peak
     trained = time.perf_counter()
     with MemoryMonitor(args.memory) as monitor:

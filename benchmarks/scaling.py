@@ -166,7 +166,7 @@ def main(argv=None) -> int:
             out = Path(tmp) / label
             with MemoryMonitor(enabled=not label.startswith("ray")) as memory:
                 start = time.perf_counter()
-                api.train(config(**engine), out, graph=graph)
+                api.train(config(**engine), out, graph=graph, progress=False)
                 seconds = time.perf_counter() - start
             results[label] = (seconds, memory.peak, out)
             peak = f"peak PSS {memory.peak:7.0f} MB" if memory.enabled else "(memory not sampled)"

@@ -34,7 +34,7 @@ def ingredients_for(arch: str, args, graph):
                            "device": args.device})
     start = time.perf_counter()
     if not (out / "config.toml").exists() or len(RunDir(out).ingredient_names()) < args.ingredients:
-        api.train(config, out, graph=graph, resume=(out / "config.toml").exists())
+        api.train(config, out, graph=graph, resume=(out / "config.toml").exists(), progress=False)
     trained_s = time.perf_counter() - start  # ~0 when cached: the full reproduction counts its training too
     ingredients, model_config, _ = api.load_ingredients(RunDir(out), graph)
     return ingredients, model_config, trained_s
