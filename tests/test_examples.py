@@ -64,3 +64,12 @@ def test_the_pyg_api_example_runs(tmp_path, shared):
     lines = out.stdout.splitlines()
     assert sum(line.startswith("ingredient-0") for line in lines) == 4
     assert any(line.startswith("gis") for line in lines) and lines[-1].startswith("GIS soup predicts")
+
+
+def test_the_package_description_has_no_link_that_breaks_on_an_index():
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "package.md").read_text()
+    assert 'readme = "docs/package.md"' in (root / "pyproject.toml").read_text()
+    assert not [link for link in re.findall(r"\]\(([^)]+)\)", text) if not link.startswith("https://")]
