@@ -97,7 +97,6 @@ def _with_model(config: RunConfig, model, resume: bool) -> RunConfig:
 
 
 def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, dispatch):
-    config = build_config(config) if isinstance(config, dict) else config
     if graph is not None:
         graph = graph_from(graph)
         if not resume and not names_graph(config.dataset, graph):

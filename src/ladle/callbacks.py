@@ -235,8 +235,9 @@ class WandbLogger(Callback):
         self.run.finish()
 
 
-LOGGERS = {"tensorboard": (TensorBoardLogger, "tensorboard"), "mlflow": (MLflowLogger, "mlflow"),
-           "wandb": (WandbLogger, "wandb")}
+# name -> (class, the module it needs, the keyword that takes the run's settings)
+LOGGERS = {"tensorboard": (TensorBoardLogger, "tensorboard", None), "mlflow": (MLflowLogger, "mlflow", "params"),
+           "wandb": (WandbLogger, "wandb", "config")}
 
 
 class Deferred(Callback):
@@ -273,15 +274,10 @@ def make_loggers(names: Sequence[str], directory: str | Path, settings: dict | N
     for name in names:
         if name not in LOGGERS:
             raise LadleError(f"unknown logger {name!r}", fix=suggest(name, list(LOGGERS)))
-        cls, module = LOGGERS[name]
+        cls, module, keyword = LOGGERS[name]
         _need(module, name)
-        where = Path(directory) / name
-        if name == "tensorboard":
-            out.append(Deferred(lambda where=where: TensorBoardLogger(where)))
-        elif name == "mlflow":
-            out.append(Deferred(lambda where=where: MLflowLogger(where, params=settings)))
-        else:
-            out.append(Deferred(lambda where=where: WandbLogger(where, config=settings)))
+        kwargs = {keyword: settings} if keyword else {}
+        out.append(Deferred(lambda cls=cls, where=Path(directory) / name, kwargs=kwargs: cls(where, **kwargs)))
     return out
 
 
