@@ -35,7 +35,7 @@ def test_examples_ship_with_the_package_and_the_cli_names_them(capsys):
     assert main(["run", "--config", "example:nope"]) == 2
 
 
-def test_the_wheel_carries_the_examples_license_and_no_test_files(tmp_path):
+def test_the_wheel_carries_the_examples_license_urls_and_no_test_files(tmp_path):
     import subprocess
     import sys
     import zipfile
@@ -51,6 +51,10 @@ def test_the_wheel_carries_the_examples_license_and_no_test_files(tmp_path):
     assert {f"ladle/examples/{p.name}" for p in EXAMPLES} <= set(names)
     assert any(n.endswith("licenses/LICENSE") for n in names)
     assert not any(n.startswith("tests/") for n in names)
+    (metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+    urls = [line.rsplit(", ", 1)[1] for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+            if line.startswith("Project-URL: ")]
+    assert len(urls) == 3 and all(u.startswith("https://arxiv.org/abs/") for u in urls)
 
 
 def test_the_pyg_api_example_runs(tmp_path, shared):
