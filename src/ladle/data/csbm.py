@@ -79,10 +79,10 @@ PRESETS = {
     "csbm": CSBMConfig(),
     # Sized like ogbn-arxiv (169,343 nodes, 1,166,243 undirected edges) and ogbn-products, with the signal
     # calibrated so that a converged neighbour-sampled GraphSAGE lands near the real graphs' published
-    # single-model accuracy (docs/RESULTS.md, "Calibrating the synthetic graphs").
+    # single-model accuracy (benchmarks/RESULTS.md, "Calibrating the synthetic graphs"; benchmarks/calibrate.py).
     "csbm-arxiv": CSBMConfig(nodes=169_343, classes=40, degree=13.774, features=128, signal=0.64,
                              community=100, train=0.54, val=0.18),
-    "csbm-products": CSBMConfig(nodes=2_449_029, classes=47, degree=50.55, features=100, signal=1.5,
+    "csbm-products": CSBMConfig(nodes=2_449_029, classes=47, degree=50.55, features=100, signal=0.48,
                                 community=400, train=0.08, val=0.02),
 }
 

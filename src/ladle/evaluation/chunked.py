@@ -15,13 +15,19 @@ the nodes asked for. This is exact for every architecture ladle builds:
   with the layer's own normalisation switched off.
 
 On graphs that fit one forward the results equal ``model(x, edge_index)`` up to float rounding.
+
+Where the model propagates over the graph's sparse adjacency (:attr:`GNN.adjacency`) and a layer
+depends only on a target's in-edges (:attr:`GNN.trims_by_hop`: SAGE, GIN), a chunk is a slice of
+that adjacency's rows, [chunk, N], multiplied with the whole previous layer: no per-edge gather
+of source rows, no local relabelling, one sparse product per chunk. Others (GCN, whose layer
+transforms all its inputs before propagating; GAT, which scores every edge) gather per chunk.
 """
 from __future__ import annotations
 
 import torch
 from torch import Tensor
 
-from ladle.data.graph import Graph
+from ladle.data.graph import Graph, csr_tensor
 from ladle.sampling.base import LocalIndex, edge_positions
 
 
@@ -50,6 +56,8 @@ def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> 
     if model.supports_edge_weight:  # GCN: global degrees with self-loops
         gcn_inv_sqrt = (rowptr[1:] - rowptr[:-1] + 1).to(torch.float32).rsqrt()
     all_nodes = torch.arange(n)
+    kind = getattr(model, "adjacency", None)
+    adj = graph.adj_t(kind) if kind is not None and getattr(model, "trims_by_hop", False) else None
     h = graph.data.x
     last = len(model.convs) - 1
     bipartite = getattr(model, "trims_by_hop", False)
@@ -57,7 +65,10 @@ def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> 
         targets_all = all_nodes if i < last or out_nodes is None else out_nodes.cpu()
         h_new = None
         for start, targets in zip(range(0, targets_all.numel(), chunk_size), targets_all.split(chunk_size)):
-            out = _layer_chunk(conv, h, rowptr, col, targets, index, gcn_inv_sqrt, device, bipartite)
+            if adj is not None:
+                out = conv((h, h[targets.to(device)]), rows_of(adj, targets.to(device)))
+            else:
+                out = _layer_chunk(conv, h, rowptr, col, targets, index, gcn_inv_sqrt, device, bipartite)
             if h_new is None:
                 h_new = out.new_empty(targets_all.numel(), out.size(1))
             h_new[start:start + targets.numel()] = out
@@ -69,6 +80,25 @@ def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> 
         else:
             h = h_new
     return h
+
+
+def rows_of(adj: Tensor, rows: Tensor) -> Tensor:
+    """The [len(rows), N] sparse CSR of ``adj``'s ``rows`` (in that order), its ``ladle_kind`` kept."""
+    rowptr, col, values = adj.crow_indices(), adj.col_indices(), adj.values()
+    count = rowptr[rows + 1] - rowptr[rows]
+    crow = torch.zeros(rows.numel() + 1, dtype=rowptr.dtype, device=rowptr.device)
+    torch.cumsum(count, 0, out=crow[1:])
+    if rows.numel() and bool((rows[1:] - rows[:-1] == 1).all()):  # a contiguous range: a slice, no gather
+        a, b = int(rowptr[rows[0]]), int(rowptr[rows[-1] + 1])
+        sub_col, sub_values = col[a:b], values[a:b]
+    else:
+        owner = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), count,
+                                        output_size=int(crow[-1]))
+        position = rowptr[rows][owner] + torch.arange(owner.numel(), device=rows.device) - crow[:-1][owner]
+        sub_col, sub_values = col[position], values[position]
+    out = csr_tensor(crow, sub_col, sub_values, (rows.numel(), adj.size(1)))
+    out.ladle_kind = getattr(adj, "ladle_kind", None)
+    return out
 
 
 def _layer_chunk(conv, h, rowptr, col, targets, index: LocalIndex, gcn_inv_sqrt, device, bipartite: bool) -> Tensor:
