@@ -66,7 +66,8 @@ def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> 
         h_new = None
         for start, targets in zip(range(0, targets_all.numel(), chunk_size), targets_all.split(chunk_size)):
             if adj is not None:
-                out = conv((h, h[targets.to(device)]), rows_of(adj, targets.to(device)))
+                targets_here = targets.to(device)
+                out = conv((h, h[targets_here]), rows_of(adj, targets_here))
             else:
                 out = _layer_chunk(conv, h, rowptr, col, targets, index, gcn_inv_sqrt, device, bipartite)
             if h_new is None:
@@ -92,9 +93,7 @@ def rows_of(adj: Tensor, rows: Tensor) -> Tensor:
         a, b = int(rowptr[rows[0]]), int(rowptr[rows[-1] + 1])
         sub_col, sub_values = col[a:b], values[a:b]
     else:
-        owner = torch.repeat_interleave(torch.arange(rows.numel(), device=rows.device), count,
-                                        output_size=int(crow[-1]))
-        position = rowptr[rows][owner] + torch.arange(owner.numel(), device=rows.device) - crow[:-1][owner]
+        _, position = edge_positions(rowptr, rows)
         sub_col, sub_values = col[position], values[position]
     out = csr_tensor(crow, sub_col, sub_values, (rows.numel(), adj.size(1)))
     out.ladle_kind = getattr(adj, "ladle_kind", None)

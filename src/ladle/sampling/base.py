@@ -47,8 +47,8 @@ def edge_positions(rowptr: torch.Tensor, nodes: torch.Tensor) -> tuple[torch.Ten
     Returns ``owner`` (the position in ``nodes`` of each edge's node) and ``position`` (index into ``col``).
     """
     start, count = rowptr[nodes], rowptr[nodes + 1] - rowptr[nodes]
-    owner = torch.repeat_interleave(torch.arange(nodes.numel()), count)
-    offset = torch.arange(owner.numel()) - (torch.cumsum(count, 0) - count)[owner]
+    owner = torch.repeat_interleave(torch.arange(nodes.numel(), device=rowptr.device), count)
+    offset = torch.arange(owner.numel(), device=rowptr.device) - (torch.cumsum(count, 0) - count)[owner]
     return owner, start[owner] + offset
 
 
