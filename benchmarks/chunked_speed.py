@@ -1,6 +1,6 @@
 """Chunked inference: sparse row slices of the adjacency against the per-edge gather, on csbm-arxiv.
 
-    python benchmarks/chunked_speed.py            # GraphSAGE and GIN, 2 x 128, chunk 20000, one thread
+    python benchmarks/chunked_speed.py            # GraphSAGE, GIN and GCN, 2 x 128, chunk 20000, one thread
 
 Both paths run side by side in one process on the same weights; the last line is key=value pairs
 (``sage_ratio`` = gather seconds / sparse seconds, ``*_maxdiff`` the largest logit difference).
@@ -28,9 +28,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(1)
     torch.set_grad_enabled(False)  # as ladle's evaluators run it
     graph = load_graph(args.dataset, "data")
-    graph.csr(), graph.adj_t("plain")  # built once per graph in real runs too: not timed
+    graph.csr(), graph.adj_t("plain"), graph.adj_t("gcn")  # built once per graph in real runs too: not timed
     figures = {}
-    for name in ("sage", "gin"):
+    for name in ("sage", "gin", "gcn"):
         model = build_model(ModelConfig(name=name, hidden=args.hidden, layers=2), graph.num_features,
                             graph.num_classes, init_seed=0).eval()
         began = time.perf_counter()

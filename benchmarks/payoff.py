@@ -66,8 +66,8 @@ def cells(args) -> list[Cell]:
     if args.products:
         out = [Cell("csbm-products", "sage", {**neighbor, "batch_size": 1024}, 1, args.products_trunk,
                     args.products_epochs, 2,
-                    {"model": {"hidden": 128}, "eval": {"chunk": 100_000}, "soups": ["uniform", "greedy", "gis", "pls",
-                                                                                    "ensemble"],
+                    {"model": {"hidden": 128}, "eval": {"chunk": 100_000}, "soups": ["uniform", "greedy", "gis", "learned",
+                                                                                    "pls", "ensemble"],
                      "learned": {"epochs": 20, "parts": 32, "parts_per_epoch": 4}})]
     if args.quick:
         out = [Cell(c.dataset, c.model, c.sampler, 1, max(1, c.trunk // 10), max(2, c.epochs // 10),
@@ -132,6 +132,10 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
     for name, soup in results["soups"].items():
         record[name] = soup["test"]
         record[f"{name}_val"] = soup["val"]
+    # Each soup's own time and peak resident memory above the driver's level when it started (its sidecar).
+    record["soup_seconds"] = {name: round(s["seconds"], 1) for name, s in results["soups"].items()}
+    record["soup_peak_mb"] = {name: round(s["peak_memory_mb"]) for name, s in results["soups"].items()
+                              if s.get("peak_memory_mb") is not None}
     return record
 
 

@@ -42,10 +42,10 @@ def test_chunked_evaluator_and_split_scores(graph):
     assert model.training  # put back as found
 
 
-@pytest.mark.parametrize("name", ["sage", "gin"])
-@pytest.mark.parametrize("layers, norm, residual", [(1, "none", False), (3, "layer", True)])
+@pytest.mark.parametrize("name", ["sage", "gin", "gcn"])
+@pytest.mark.parametrize("layers, norm, residual", [(1, "none", False), (2, "batch", False), (3, "layer", True)])
 def test_sparse_row_chunks_equal_the_gathered_chunks(graph, name, layers, norm, residual):
-    """SAGE and GIN chunk by slices of the sparse adjacency's rows; the per-edge gather is the reference."""
+    """SAGE, GIN and GCN chunk by slices of the sparse adjacency's rows; the per-edge gather is the reference."""
     model = build_model(ModelConfig(name=name, hidden=12, layers=layers, norm=norm, residual=residual), 6, 4,
                         init_seed=3).eval()
     sparse = chunked_forward(model, graph, 37)

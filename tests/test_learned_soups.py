@@ -104,3 +104,25 @@ def test_bad_learned_options_name_the_field():
         build_config({"learned": {"init": "random"}})
     with pytest.raises(LadleError, match="soups.pls.init"):
         build_config({"soups": {"pls": {"init": "random"}}})
+
+
+def test_batch_norm_statistics_follow_their_layers_mix():
+    """Eval-mode batch norm reads its running statistics as constants: the learned soups mix them with the
+    logits of the norm's weight, without a gradient (before, fitting failed on them)."""
+    from ladle.models import build_model
+    from ladle.models.options import ModelConfig
+
+    graph = load_graph("csbm:nodes=400,classes=3,features=6")
+    config = ModelConfig(name="sage", hidden=8, layers=2, norm="batch")
+    ingredients = []
+    for k in range(3):
+        state = dict(build_model(config, graph.num_features, graph.num_classes, init_seed=k).state_dict())
+        state["norms.0.module.running_mean"] = torch.full((8,), float(k))
+        ingredients.append(Ingredient(f"i{k}", state, config))
+    val = Evaluator(graph, config, "val")
+    for name, options in (("learned", {"epochs": 5}), ("pls", {"epochs": 5, "parts": 4, "parts_per_epoch": 2})):
+        result = get_soup(name)(ingredients, val, **options)
+        alphas = result.trace[-1]["per_tensor_alphas"]["norms.0.module.weight"]
+        expected = sum(a * k for k, a in enumerate(alphas))
+        assert torch.allclose(result.state["norms.0.module.running_mean"], torch.full((8,), expected), atol=1e-5)
+        assert alphas != [1 / 3] * 3  # the weight's logits were fitted, and the statistics moved with them

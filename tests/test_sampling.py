@@ -304,3 +304,44 @@ def test_categorical_draws_match_their_weights():
     share = torch.bincount(draws, minlength=5) / 20000.0
     assert share[0] == 0 and share[3] == 0  # zero weight is never drawn
     assert (share - weights / 10).abs().max() < 5 * (0.25 / 20000) ** 0.5
+
+
+@pytest.mark.parametrize("draw", ["floyd", "shuffled"])
+def test_offset_draws_are_distinct_and_uniform_subsets(draw):
+    """Floyd's algorithm (small fanouts) and the sort of random keys (large ones) against the exact law of a
+    uniform k-subset of d offsets: each offset with probability k/d, each pair with k(k-1)/(d(d-1))."""
+    from ladle.sampling.neighbor import floyd_offsets, shuffled_offsets
+
+    fn = floyd_offsets if draw == "floyd" else shuffled_offsets
+    k, trials = 4, 6000
+    for d in (4, 7, 12):
+        offsets = fn(torch.full((trials,), d), k, torch.Generator().manual_seed(d))
+        assert offsets.shape == (trials, k) and int(offsets.min()) >= 0 and int(offsets.max()) < d
+        assert bool((offsets.sort(1).values.diff(1) > 0).all())  # distinct within each row
+        share = torch.bincount(offsets.view(-1), minlength=d) / trials
+        p = k / d
+        assert (share - p).abs().max() <= 4 * (p * (1 - p) / trials) ** 0.5 + 1e-9
+        pairs = torch.zeros(d, d)
+        for i in range(k):
+            for j in range(k):
+                if i != j:
+                    pairs.index_put_((offsets[:, i], offsets[:, j]), torch.ones(trials), accumulate=True)
+        q = k * (k - 1) / (d * (d - 1))
+        off_diagonal = pairs[~torch.eye(d, dtype=torch.bool)] / trials
+        assert (off_diagonal - q).abs().max() <= 5 * (q * (1 - q) / trials) ** 0.5 + 1e-9
+
+
+def test_large_fanouts_take_the_shuffle_and_stay_within_neighbours(graph):
+    from ladle.sampling import neighbor
+
+    rowptr, col = graph.csr()
+    frontier = torch.arange(graph.num_nodes)
+    for fanout in (3, neighbor.FLOYD_MAX_FANOUT + 1):
+        owner, picked = neighbor.sample_neighbours(rowptr, col, frontier, fanout, torch.Generator().manual_seed(0))
+        degree = rowptr[1:] - rowptr[:-1]
+        assert torch.equal(torch.bincount(owner, minlength=graph.num_nodes), degree.clamp_max(fanout))
+        dense = torch.zeros(graph.num_nodes, graph.num_nodes, dtype=torch.bool)
+        dense[graph.data.edge_index[0], graph.data.edge_index[1]] = True
+        assert bool(dense[frontier[owner], picked].all())  # every pick is a true neighbour
+        pairs = frontier[owner] * graph.num_nodes + picked
+        assert pairs.unique().numel() == pairs.numel()  # no neighbour twice

@@ -81,15 +81,7 @@ class Graph:
         if kind not in ADJACENCY_KINDS:
             raise ValueError(f"unknown adjacency kind {kind!r}; choose from {', '.join(ADJACENCY_KINDS)}")
         if kind not in self._adj:
-            rowptr, col = self.csr()
-            dtype, n = self.data.x.dtype, self.num_nodes
-            row, col = _row_sorted(rowptr, col, n)
-            if kind == "plain":
-                adj = csr_tensor(rowptr, col, torch.ones(col.numel(), dtype=dtype, device=col.device), (n, n))
-            else:
-                adj = _gcn_adjacency(rowptr, row, col, n, dtype)
-            adj.ladle_kind = kind
-            self._adj[kind] = adj
+            self._adj[kind] = build_adjacency(*self.csr(), self.num_nodes, kind, self.data.x.dtype)
         return self._adj[kind]
 
     def to(self, device) -> Graph:
@@ -124,6 +116,18 @@ class Graph:
 
 
 ADJACENCY_KINDS = ("plain", "gcn")
+
+
+def build_adjacency(rowptr: torch.Tensor, col: torch.Tensor, n: int, kind: str, dtype=torch.float32) -> torch.Tensor:
+    """The [n, n] sparse CSR adjacency of kind ``plain`` or ``gcn`` (see :meth:`Graph.adj_t`) of a symmetric
+    graph's CSR (rows sorted), tagged with ``ladle_kind``."""
+    row, col = _row_sorted(rowptr, col, n)
+    if kind == "plain":
+        adj = csr_tensor(rowptr, col, torch.ones(col.numel(), dtype=dtype, device=col.device), (n, n))
+    else:
+        adj = _gcn_adjacency(rowptr, row, col, n, dtype)
+    adj.ladle_kind = kind
+    return adj
 
 
 def _row_sorted(rowptr: torch.Tensor, col: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -16,11 +16,12 @@ the nodes asked for. This is exact for every architecture ladle builds:
 
 On graphs that fit one forward the results equal ``model(x, edge_index)`` up to float rounding.
 
-Where the model propagates over the graph's sparse adjacency (:attr:`GNN.adjacency`) and a layer
-depends only on a target's in-edges (:attr:`GNN.trims_by_hop`: SAGE, GIN), a chunk is a slice of
-that adjacency's rows, [chunk, N], multiplied with the whole previous layer: no per-edge gather
-of source rows, no local relabelling, one sparse product per chunk. Others (GCN, whose layer
-transforms all its inputs before propagating; GAT, which scores every edge) gather per chunk.
+Where the model propagates over the graph's sparse adjacency (:attr:`GNN.adjacency`: SAGE, GIN, GCN), a
+chunk is a slice of that adjacency's rows, [chunk, N], multiplied with the whole previous layer: no
+per-edge gather of source rows, no local relabelling, one sparse product per chunk. SAGE and GIN take
+(inputs, targets) as PyG's bipartite pair; GCN's rows are already normalised with the whole graph's
+degrees and self-loops, so a chunk is (Â_rows H) W + b (:meth:`GNN.block_conv`). GAT, which scores
+every edge, gathers per chunk.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import torch
 from torch import Tensor
 
 from ladle.data.graph import Graph, csr_tensor
+from ladle.evaluation.field import Block
 from ladle.sampling.base import LocalIndex, edge_positions
 
 
@@ -57,7 +59,7 @@ def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> 
         gcn_inv_sqrt = (rowptr[1:] - rowptr[:-1] + 1).to(torch.float32).rsqrt()
     all_nodes = torch.arange(n)
     kind = getattr(model, "adjacency", None)
-    adj = graph.adj_t(kind) if kind is not None and getattr(model, "trims_by_hop", False) else None
+    adj = graph.adj_t(kind) if kind is not None else None
     h = graph.data.x
     last = len(model.convs) - 1
     bipartite = getattr(model, "trims_by_hop", False)
@@ -67,7 +69,11 @@ def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> 
         for start, targets in zip(range(0, targets_all.numel(), chunk_size), targets_all.split(chunk_size)):
             if adj is not None:
                 targets_here = targets.to(device)
-                out = conv((h, h[targets_here]), rows_of(adj, targets_here))
+                rows = rows_of(adj, targets_here)
+                if bipartite:  # the root term reads the targets' own rows
+                    out = conv((h, h[targets_here]), rows)
+                else:  # GCN: its self-loops are in the normalised rows; the layer's own math on a [chunk, N] block
+                    out = model.block_conv(conv, h, Block(rows, targets.numel(), n))
             else:
                 out = _layer_chunk(conv, h, rowptr, col, targets, index, gcn_inv_sqrt, device, bipartite)
             if h_new is None:

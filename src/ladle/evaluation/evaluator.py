@@ -13,8 +13,9 @@ import torch
 from torch import Tensor
 from torch.func import functional_call
 
-from ladle.data.graph import Graph
+from ladle.data.graph import Graph, build_adjacency
 from ladle.evaluation.chunked import can_chunk, chunked_forward
+from ladle.evaluation.field import induced, receptive_field
 from ladle.evaluation.metrics import score_logits
 from ladle.models import build_model, graph_input
 from ladle.models.options import ModelConfig
@@ -102,7 +103,9 @@ class Evaluator:
         self.x = graph.data.x.to(self.device)
         self.edge_index = graph.data.edge_index.to(self.device)
         # Whole-graph forwards propagate with the graph's cached sparse adjacency where the model takes one.
-        self.adj = graph_input(self.model, graph.to(self.device))
+        self.graph_here = graph.to(self.device)
+        self.adj = graph_input(self.model, self.graph_here)
+        self._field = None  # the split's receptive field, built by the first loss()
         self.mask = graph.mask(split).to(self.device)
         self.y_all = graph.data.y.to(self.device)
         self.y = self.y_all[self.mask]
@@ -128,10 +131,34 @@ class Evaluator:
     def loss(self, state: State, nodes: Tensor | None = None) -> Tensor:
         """Differentiable loss of ``state`` on the split's nodes, in eval mode (no dropout).
 
-        With ``nodes`` (sorted global ids) the forward runs on their induced subgraph only and the
-        loss covers the split's nodes among them: the memory bound of the partition learned soup.
-        For soups that *fit* on the split (learned, pls); selecting soups use :meth:`score`.
+        The forward runs only on the split's receptive field (:mod:`ladle.evaluation.field`, built once), on
+        the model's sparse adjacency: the same loss as a whole-graph forward, at the cost of what the split's
+        logits read. With ``nodes`` (sorted global ids) it runs on their induced subgraph instead (GCN
+        normalised within it), again restricted to the receptive field there of the split's nodes among
+        them: the memory bound of the partition learned soup. For soups that *fit* on the split (learned,
+        pls); selecting soups use :meth:`score`. A model from Python runs its own whole forward.
         """
+        if not hasattr(self.model, "block_forward"):
+            return self._whole_loss(state, nodes)
+        if nodes is None:
+            if self._field is None:
+                self._field = self._receptive_field(self._field_adjacency(), self.mask.nonzero().view(-1))
+            (x, blocks), targets = self._field, self.mask.nonzero().view(-1)
+        else:
+            nodes = nodes.to(self.device)
+            local = self.mask[nodes].nonzero().view(-1)
+            adj = self._subgraph_adjacency(nodes)
+            inputs, blocks = receptive_field(adj, local, len(self.model.convs))
+            x, blocks, targets = self.x[nodes[inputs]], blocks, nodes[local]
+        logits = functional_call(self._on_blocks, {f"model.{k}": v for k, v in state.items()}, (x, blocks))
+        return self._criterion(logits, self.y_all[targets])
+
+    def _criterion(self, logits: Tensor, y: Tensor) -> Tensor:
+        if self.graph.task == "multilabel":
+            return torch.nn.functional.binary_cross_entropy_with_logits(logits, y)
+        return torch.nn.functional.cross_entropy(logits, y)
+
+    def _whole_loss(self, state: State, nodes: Tensor | None) -> Tensor:
         from torch_geometric.utils import subgraph
 
         if nodes is None:
@@ -141,9 +168,30 @@ class Evaluator:
             edge_index, _ = subgraph(nodes, self.edge_index, relabel_nodes=True, num_nodes=self.graph.num_nodes)
             logits = functional_call(self.model, state, (self.x[nodes], edge_index))
             mask, y = self.mask[nodes], self.y_all[nodes]
-        if self.graph.task == "multilabel":
-            return torch.nn.functional.binary_cross_entropy_with_logits(logits[mask], y[mask])
-        return torch.nn.functional.cross_entropy(logits[mask], y[mask])
+        return self._criterion(logits[mask], y[mask])
+
+    @property
+    def _on_blocks(self) -> torch.nn.Module:
+        if not hasattr(self, "_blocks_module"):
+            self._blocks_module = _OnBlocks(self.model)
+        return self._blocks_module
+
+    def _field_adjacency(self) -> Tensor:
+        """The adjacency whose rows the receptive field slices: the model's own (attention and MLP: the plain one)."""
+        return self.graph_here.adj_t(getattr(self.model, "adjacency", None) or "plain")
+
+    def _receptive_field(self, adj: Tensor, targets: Tensor):
+        inputs, blocks = receptive_field(adj, targets, len(self.model.convs))
+        return (self.x[inputs], blocks)
+
+    def _subgraph_adjacency(self, nodes: Tensor) -> Tensor:
+        """The induced subgraph's adjacency of the model's kind, normalised within the subgraph (GCN)."""
+        plain = induced(self.graph_here.adj_t("plain"), nodes)
+        kind = getattr(self.model, "adjacency", None) or "plain"
+        if kind == "plain":
+            plain.ladle_kind = "plain"
+            return plain
+        return build_adjacency(plain.crow_indices(), plain.col_indices(), nodes.numel(), kind, self.x.dtype)
 
     def parts(self, count: int, seed: int = 0) -> list[Tensor]:
         """The graph's METIS parts (cached on disk like ClusterGCN's), each a sorted tensor of node ids."""
@@ -163,3 +211,14 @@ class Evaluator:
 
     def score_ensemble(self, states: Sequence[State]) -> float:
         return score_logits(self.graph.metric, self.ensemble_logits(states), self.y)
+
+
+class _OnBlocks(torch.nn.Module):
+    """The model with :meth:`~ladle.models.base.GNN.block_forward` as its forward, for ``functional_call``."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: Tensor, blocks: list) -> Tensor:
+        return self.model.block_forward(x, blocks)

@@ -105,6 +105,32 @@ class GNN(nn.Module):
             x = self.finish_layer(i, h, x[:n_out])
         return x
 
+    def block_forward(self, x: Tensor, blocks: list) -> Tensor:
+        """Eval-style forward on a receptive field (:func:`ladle.evaluation.field.receptive_field`): x [n_in of
+        block 0, F] -> [n_out of the last block, out_channels], the logits of the field's targets.
+
+        Layer i computes only ``blocks[i].n_out`` nodes, the first rows of its input. Differentiable in the
+        weights (the learned soups fit through it); dropout follows ``self.training`` as in :meth:`forward`.
+        """
+        cfg = self.config
+        x = input_dropout(x, cfg.dropout if cfg.input_dropout is None else cfg.input_dropout, self.training)
+        for i, (conv, block) in enumerate(zip(self.convs, blocks)):
+            x = self.finish_layer(i, self.block_conv(conv, x, block), x[:block.n_out])
+        return x
+
+    def block_conv(self, conv: nn.Module, x: Tensor, block) -> Tensor:
+        """One layer on a receptive-field block: x [n_in, d] -> [n_out, d'] for the block's targets.
+
+        Layers that read only a target's in-edges take the bipartite pair (inputs, targets) and the block's
+        rectangular adjacency; a model without one (attention, MLP) runs on the block's edge list, whose
+        only targets are the first ``n_out`` nodes, and keeps those rows.
+        """
+        if self.adjacency is None:
+            return conv(x, block.edge_index)[:block.n_out]
+        if self.trims_by_hop:
+            return conv((x, x[:block.n_out]), block.adj)
+        return self.sparse_conv(conv, x, block.adj)
+
     def sparse_conv(self, conv: nn.Module, x: Tensor, adj_t: Tensor) -> Tensor:
         """One layer over a sparse ``adj_t``; PyG's layers take it as they take an edge list."""
         return conv(x, adj_t)

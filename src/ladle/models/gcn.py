@@ -40,6 +40,11 @@ class GCN(GNN):
     def init_conv(self, in_channels, out_channels, *, last):
         return GCNConv(in_channels, out_channels)
 
+    def block_conv(self, conv, x, block):
+        # Â (X W) + b as (Â X) W + b: with the block's normalised rows, Â X is the block's memo while X is the
+        # features, and the product then runs on the targets only.
+        return conv.lin(block.aggregate(x)) + conv.bias
+
     def sparse_conv(self, conv, x, adj_t):
         # Graph.adj_t("gcn") is already D^-1/2 (A+I) D^-1/2; a raw adjacency is normalised by PyG as usual.
         if getattr(adj_t, "ladle_kind", None) != "gcn":

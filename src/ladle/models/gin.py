@@ -51,3 +51,7 @@ class GIN(GNN):
         hidden = self.config.hidden
         mlp = nn.Sequential(nn.Linear(in_channels, hidden), nn.ReLU(), nn.Linear(hidden, out_channels))
         return GINConv(mlp, train_eps=True)
+
+    def block_conv(self, conv, x, block):
+        # GINConv's math, MLP((1 + ε) x + Σ x_j), with the sum from the block's memo while x is the features.
+        return conv.nn(block.aggregate(x) + (1 + conv.eps) * x[:block.n_out])

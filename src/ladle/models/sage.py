@@ -38,3 +38,8 @@ class GraphSAGE(GNN):
 
     def init_conv(self, in_channels, out_channels, *, last):
         return SAGEConv(in_channels, out_channels, aggr="mean")
+
+    def block_conv(self, conv, x, block):
+        # SAGEConv's own math, lin_l(mean of in-neighbours) + lin_r(root), with the mean from the block's memo
+        # (computed once while the input is the features).
+        return conv.lin_l(block.aggregate(x, "mean")) + conv.lin_r(x[:block.n_out])

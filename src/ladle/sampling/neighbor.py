@@ -2,8 +2,9 @@
 
 Seed nodes are the training nodes in shuffled batches of ``batch_size``. Hop ``l`` samples up
 to ``fanouts[l]`` neighbours of every node first reached at hop ``l - 1``, without replacement,
-all frontier nodes at once: each candidate edge gets a random key, one sort orders every
-node's edges randomly, and the first ``fanout`` of each are kept. A node is expanded only once,
+all frontier nodes at once: each node with more neighbours than the fanout draws ``fanout``
+distinct edge offsets by Floyd's algorithm, vectorised over the frontier (no sort, no pass over
+the edges it does not keep). A node is expanded only once,
 so no edge appears twice. Batches follow PyG's ``NeighborLoader``: seed nodes first,
 ``batch_size`` of them, ``n_id`` the global ids, edges source -> target in local ids.
 """
@@ -16,12 +17,17 @@ from ladle.data.graph import Graph
 from ladle.sampling.base import LocalIndex, edge_positions, epoch_generator
 from ladle.sampling.options import SamplerConfig
 
+FLOYD_MAX_FANOUT = 32  # past this, Floyd's k(k-1)/2 comparisons per node cost more than one sort of the edges
+
 
 def sample_neighbours(rowptr, col, frontier, fanout, gen):
     """Up to ``fanout`` distinct neighbours of each frontier node, uniformly without replacement.
 
     Returns (position in ``frontier`` of the target, global id of the sampled neighbour). Nodes
-    with at most ``fanout`` neighbours keep them all; only the others' edges are shuffled.
+    with at most ``fanout`` neighbours keep them all; the others draw ``fanout`` of their edge
+    offsets by Floyd's algorithm (:func:`floyd_offsets`), all nodes at once, touching only the
+    edges drawn; fanouts above ``FLOYD_MAX_FANOUT`` shuffle every edge of those nodes instead
+    (:func:`shuffled_offsets`).
     """
     count = rowptr.index_select(0, frontier + 1) - rowptr.index_select(0, frontier)
     big = count > fanout
@@ -31,16 +37,44 @@ def sample_neighbours(rowptr, col, frontier, fanout, gen):
     big_nodes = big.nonzero().view(-1)
     if big_nodes.numel() == 0:
         return owner, col.index_select(0, position)
-    big_owner, big_position = edge_positions(rowptr, frontier.index_select(0, big_nodes))
-    # One sort by (owner, random key) shuffles every node's edges at once; int64 keys sort fastest.
-    key = (big_owner << 31) | torch.randint(0, 2**31, (big_owner.numel(),), generator=gen)
-    order = torch.argsort(key)
-    # Groups stay where they were, so a node's first `fanout` shuffled edges start at its old offset.
-    group_start = torch.cumsum(count.index_select(0, big_nodes), 0) - count.index_select(0, big_nodes)
-    pick = (group_start[:, None] + torch.arange(fanout)).view(-1)
+    degree = count.index_select(0, big_nodes)
+    draw = floyd_offsets if fanout <= FLOYD_MAX_FANOUT else shuffled_offsets
+    offsets = draw(degree, fanout, gen)  # [big, fanout], distinct per row, each in [0, degree)
+    start = rowptr.index_select(0, frontier.index_select(0, big_nodes))
     owner = torch.cat([owner, big_nodes.repeat_interleave(fanout)])
-    position = torch.cat([position, big_position.index_select(0, order.index_select(0, pick))])
+    position = torch.cat([position, (start[:, None] + offsets).view(-1)])
     return owner, col.index_select(0, position)
+
+
+def floyd_offsets(degree: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+    """[n, k] distinct offsets in [0, degree) per row, every k-subset equally likely (Floyd's algorithm).
+
+    Step i draws t uniformly in [0, d - k + i] and takes d - k + i instead when t was already taken
+    (Bentley & Floyd, "A sample of brilliance", CACM 1987): k draws and k(k-1)/2 comparisons per node,
+    with no sort and nothing proportional to the degree. Needs ``degree >= k``.
+    """
+    u = torch.rand(degree.numel(), k, generator=gen, dtype=torch.float64)
+    chosen = torch.empty(degree.numel(), k, dtype=torch.long)
+    for i in range(k):
+        top = degree - (k - i)  # the largest offset step i may draw
+        t = (u[:, i] * (top + 1).to(torch.float64)).long().minimum(top)
+        if i:
+            t = torch.where((chosen[:, :i] == t[:, None]).any(1), top, t)
+        chosen[:, i] = t
+    return chosen
+
+
+def shuffled_offsets(degree: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+    """[n, k] distinct offsets in [0, degree) per row, uniformly: every edge gets a random key, one sort of
+    (row, key) shuffles each row's edges at once, and the first k of each row are kept."""
+    rowptr = torch.zeros(degree.numel() + 1, dtype=torch.long)
+    torch.cumsum(degree, 0, out=rowptr[1:])
+    owner = torch.repeat_interleave(torch.arange(degree.numel()), degree, output_size=int(rowptr[-1]))
+    key = (owner << 31) | torch.randint(0, 2**31, (owner.numel(),), generator=gen)  # int64 keys sort fastest
+    order = torch.argsort(key)
+    # Groups stay where they were, so a row's first k shuffled edges start at its old offset.
+    pick = (rowptr[:-1, None] + torch.arange(k)).view(-1)
+    return (order.index_select(0, pick) - rowptr[:-1].repeat_interleave(k)).view(-1, k)
 
 
 class NeighborSampler:

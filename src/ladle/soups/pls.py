@@ -2,9 +2,11 @@
 
 The learned soup of :mod:`ladle.soups.learned`, but each epoch runs on the subgraph induced by
 R of the graph's K METIS parts, drawn at random (seeded): memory is bounded by R/K of the graph
-instead of all of it, at the cost of the edges between the chosen and the other parts.
+instead of all of it, at the cost of the edges between the chosen and the other parts. Within the
+subgraph the forward runs on its sparse adjacency (GCN normalised with the subgraph's degrees),
+restricted to the receptive field of the validation nodes it holds.
 Ranking the ingredients and scoring the soup go through the evaluator, so the whole soup stays
-within that bound only when the evaluator scores by chunks (``train.eval_chunk``); with one
+within that bound only when the evaluator scores by chunks (``eval.chunk``); with one
 full-batch forward, that forward sets the peak.
 """
 from __future__ import annotations
