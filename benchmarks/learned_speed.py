@@ -42,7 +42,7 @@ def main(argv=None) -> int:
         weights = MixingWeights(ingredients, "uniform", 0, evaluator.device)
         graph.adj_t(evaluator.model.adjacency or "plain")  # built once per graph in real runs too: not timed
 
-        def epoch(loss):
+        def epoch(loss, weights=weights):
             began = time.perf_counter()
             value = loss(weights.state())
             value.backward()
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
         first, _ = epoch(evaluator.loss)
         whole, field = [], []
         for _ in range(args.repeats):
-            seconds, whole_loss = epoch(lambda state: evaluator._whole_loss(state, None))
+            seconds, whole_loss = epoch(lambda state, ev=evaluator: ev._whole_loss(state, None))
             whole.append(seconds)
             seconds, field_loss = epoch(evaluator.loss)
             field.append(seconds)

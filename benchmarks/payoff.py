@@ -95,7 +95,8 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
     from scaling import MemoryMonitor  # benchmarks/: the peak summed PSS of this process and its workers
 
     out = Path(args.work) / f"{cell.label.replace(' ', '-')}-t{trunk}-s{seed}"
-    if out.exists():
+    resume = out.exists() and args.keep_trained
+    if out.exists() and not resume:
         import shutil
 
         shutil.rmtree(out)  # an unfinished pipeline starts again (the finished ones are in the records)
@@ -107,7 +108,7 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
     peaks["load"], clock["load"] = monitor.peak, time.perf_counter() - began
     start = time.perf_counter()
     with MemoryMonitor(args.memory) as monitor:
-        run_dir, graph, _ = api.train(config, out, graph=graph, progress=False)
+        run_dir, graph, _ = api.train(config, out, graph=graph, progress=False, resume=resume)
     peaks["train"] = monitor.peak
     trained = time.perf_counter()
     with MemoryMonitor(args.memory) as monitor:
@@ -118,6 +119,11 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
         results = write_report(RunDir(out))
     peaks["report"] = monitor.peak
     trunk_seconds = results["trunk"]["seconds"] if results.get("trunk") else 0.0
+    training_s = trained - start - trunk_seconds
+    if resume:  # the wall time the stored models took when they were trained (their timeline), not this resume's
+        spans = [json.loads(line) for line in (out / "timeline.jsonl").read_text().splitlines() if line.strip()]
+        spans = [t for t in spans if t.get("name") != "trunk" and "started" in t]
+        training_s = max(t["finished"] for t in spans) - min(t["started"] for t in spans)
     record = {"cell": cell.label, "dataset": graph.name, "metric": graph.metric, "model": cell.model,
               "sampler": cell.sampler["name"], "trunk": trunk, "seed": seed,
               "best": results["best_ingredient"]["test"], "best_val": results["best_ingredient"]["val"],
@@ -125,8 +131,10 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
               "epochs_ingredients": [r["epochs_trained"] for r in results["ingredients"]],
               "epochs_long": results["baselines"]["long"]["epochs_trained"], "epoch_cap": cell.epochs,
               "seconds": {"load": round(clock["load"], 1), "trunk": round(trunk_seconds, 1),
-                          "training": round(trained - start - trunk_seconds, 1), "soups": round(souped - trained, 1),
+                          "training": round(training_s, 1), "soups": round(souped - trained, 1),
                           "report": round(time.perf_counter() - souped, 1)}}
+    if resume:
+        record["resumed"] = True  # its training stage's time and peak are not this run's
     if args.memory:
         record["peak_mb"] = {stage: round(mb) for stage, mb in peaks.items()}
     for name, soup in results["soups"].items():
@@ -199,6 +207,9 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=0, help="at most this many seeds per cell (0: each cell's own)")
     parser.add_argument("--only", default="", help="run only the cells whose label contains this")
     parser.add_argument("--table-only", action="store_true", help="print the table of the records, run nothing")
+    parser.add_argument("--keep-trained", action="store_true",
+                        help="a stopped pipeline keeps the models it stored and resumes (its training seconds are "
+                             "then the span of the stored models' timeline; 'resumed' in its record)")
     parser.add_argument("--memory", action="store_true",
                         help="sample the peak resident memory (PSS) of each stage (on by default with --products)")
     args = parser.parse_args(argv)

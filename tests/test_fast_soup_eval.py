@@ -1,5 +1,6 @@
 """The fast soup evaluation engine against the reference path: the same logits to rounding, the same
 predictions outside rounding ties, and GIS picks the same α at every step (so the same soup weights)."""
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -165,3 +166,21 @@ def test_blocks_of_mixes_side_by_side_match_one_mix_at_a_time():
         assert torch.equal(blocked.mix_logits(mixes), got)  # the second call reuses the first one's buffers
         blocked.release()
         assert torch.allclose(blocked.mix_logits(mixes[::-1]), got.flip(0), atol=1e-6)
+
+
+@pytest.mark.parametrize("arch", ["gcn", "sage", "gat", "gin"])
+def test_a_state_outside_the_bank_is_scored_exactly_as_banked_without_growing_the_bank(arch):
+    """A soup's result or a baseline is scored once: its first-layer parts are not kept (each bank row holds the
+    whole receptive field), and its logits are those the banked path gives, to the bit."""
+    graph = random_graph(4, 60)
+    config = ModelConfig(name=arch, layers=2, hidden=8, heads=2, norm="batch", residual=True)
+    states = [i.state for i in ingredients(config, graph, 3, 4)]
+    fast = FastEvaluator(graph, config)
+    fast.score_many([[(1.0, states[0])], [(1.0, states[1])]])
+    bank_rows = len(fast._pinned)
+    soup = mix_states([(0.5, states[0]), (0.5, states[2])])
+    unbanked = fast._unbanked_logits(soup)
+    assert len(fast._pinned) == bank_rows and id(soup) not in fast._slot
+    banked = fast.mix_logits([[(1.0, soup)]])[0]
+    assert torch.equal(unbanked, banked)
+    assert fast.score(soup) == fast.score_many([[(1.0, soup)]])[0]

@@ -100,3 +100,13 @@ def test_the_field_is_built_once_and_covers_the_validation_nodes_only(graph):
     assert evaluator._field[0] is x
     assert blocks[-1].n_out == int(graph.mask("val").sum())
     assert blocks[0].n_in <= graph.num_nodes and blocks[0].n_in == x.size(0)
+
+
+def test_release_frees_the_field_and_the_next_loss_builds_it_again(graph):
+    config = ModelConfig(name="gcn", hidden=8, layers=2)
+    evaluator = Evaluator(graph, config)
+    state = dict(build_model(config, graph.num_features, graph.num_classes, init_seed=0).state_dict())
+    before = float(evaluator.loss(state))
+    evaluator.release()
+    assert evaluator._field is None
+    assert float(evaluator.loss(state)) == before and evaluator._field is not None

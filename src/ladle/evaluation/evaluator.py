@@ -125,6 +125,10 @@ class Evaluator:
         """How this evaluator scores, for the soups' sidecars: the path, and whether ``chunk_size`` bounds its memory."""
         return {"path": "reference", "chunk": self.chunk_size, "chunk_bound": self.chunk_bound}
 
+    def release(self) -> None:
+        """Free what one soup built for itself (the receptive field its fit ran on); the next soup builds its own."""
+        self._field = None
+
     def score(self, state: State) -> float:
         return score_logits(self.graph.metric, self.logits(state), self.y)
 

@@ -336,16 +336,37 @@ class FastEvaluator(Evaluator):
         weights = self._mixed_weights(coefficients, [{k: s[k].to(self.device) for k in floating} for s in states],
                                       floating)
         for start, first in self._mixed_parts(coefficients, self._block_size()):
-            w = {k: v[start:start + first[0].size(1)] for k, v in weights.items()}
-            h = self.x_in.unsqueeze(1)  # the features, shared by every mix
-            for i in range(len(self.plans)):
-                z = self.path.conv(self, i, h, w, first if i == 0 else None)
-                h = z if i == len(self.plans) - 1 else self._finish(i, z, h, w)
+            h = self._layers(first, {k: v[start:start + first[0].size(1)] for k, v in weights.items()})
             for m in range(h.size(1)):
                 yield h[:, m].clone()  # the next block overwrites the buffers
 
+    def _layers(self, first: list[Tensor], w: dict[str, Tensor]) -> Tensor:
+        """A block of mixes through every layer, from their first-layer parts: [n_split, mixes, C]."""
+        h = self.x_in.unsqueeze(1)  # the features, shared by every mix
+        for i in range(len(self.plans)):
+            z = self.path.conv(self, i, h, w, first if i == 0 else None)
+            h = z if i == len(self.plans) - 1 else self._finish(i, z, h, w)
+        return h
+
+    @torch.no_grad()
+    def _unbanked_logits(self, state: State) -> Tensor:
+        """[n_split, C] logits of one state by the fast path, its first-layer parts computed for this call only.
+
+        The same numbers as banking it (a bank row read with coefficient 1 is that row), without growing the bank:
+        each row of the bank holds the whole receptive field, and a soup's result or a baseline is scored once.
+        """
+        state = {k: v.to(self.device) for k, v in state.items()}
+        rows = self._part_rows()
+        parts = [torch.empty(rows, width, dtype=self.x.dtype, device=self.device)
+                 for width in self.path.part_widths(self.model)]
+        self.path.first_parts(self, state, parts)
+        w = {k: v[None] for k, v in state.items() if v.is_floating_point()}
+        return self._layers([p.unsqueeze(1) for p in parts], w)[:, 0].clone()
+
     def release(self) -> None:
-        """Free the scratch buffers (kept between calls, so a soup's steps reuse them); the bank and memo stay."""
+        """Free the scratch buffers (kept between calls, so a soup's steps reuse them) and what
+        :meth:`Evaluator.release` frees; the bank and memo stay."""
+        super().release()
         self._buffers.clear()
 
     def mix_logits(self, mixes: Sequence[Mix]) -> Tensor:
@@ -370,6 +391,11 @@ class FastEvaluator(Evaluator):
         return [self._memo[k] for k in keys]
 
     def score(self, state: State) -> float:
+        """One state's score. States already in the bank (GIS's ingredients) are answered from it and the memo;
+        any other is scored by the fast path without joining the bank (see :meth:`_unbanked_logits`)."""
         if not self.fast:
             return super().score(state)
-        return self.score_many([[(1.0, state)]])[0]
+        if id(state) in self._slot:
+            return self.score_many([[(1.0, state)]])[0]
+        self.forwards += 1
+        return score_logits(self.graph.metric, self._unbanked_logits(state), self.y)
