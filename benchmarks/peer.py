@@ -255,6 +255,8 @@ def main(argv=None) -> int:
     parser.add_argument("--learned-epochs", type=int, default=5, help="extra epochs timed for the per-epoch cost")
     parser.add_argument("--sample-batches", type=int, default=40)
     parser.add_argument("--work", default="runs/peer")
+    parser.add_argument("--markdown", default=str(Path(__file__).resolve().parent / "results" / "peer.md"),
+                        help="where the table goes with its command and date (docs/RESULTS.md includes it)")
     parser.add_argument("--side", choices=("peer", "ladle"), help=argparse.SUPPRESS)
     parser.add_argument("--npz", help=argparse.SUPPRESS)
     parser.add_argument("--sampling-only", action="store_true", help=argparse.SUPPRESS)
@@ -295,7 +297,22 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     figures["rows_ladle_faster"] = sum(v >= 1 for v in figures.values())
     figures["rows"] = len(figures) - 1
-    print(" ".join(f"{k}={v}" for k, v in figures.items()))
+    summary = " ".join(f"{k}={v}" for k, v in figures.items())
+    if args.markdown:
+        import datetime
+        import platform
+
+        import torch
+
+        command = "python benchmarks/peer.py " + " ".join(a for a in (argv if argv is not None else sys.argv[1:]))
+        made = (f"Ran {datetime.date.today().isoformat()} on {os.cpu_count()} cores ({platform.machine()}), "
+                f"ladle with torch {torch.__version__}, the peer with its own environment; best of {args.rounds} "
+                f"alternating rounds per system, {args.threads} thread(s), GraphSAGE 2 x {args.hidden}, fanout "
+                f"{args.fanout} per layer, batch {args.batch_size}, {args.epochs} epochs per ingredient.")
+        text = "\n".join([f"```\n{command}\n```", "", made, "", *lines, "", f"```\n{summary}\n```", ""])
+        Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.markdown).write_text(text)
+    print(summary)
     return 0
 
 

@@ -10,7 +10,10 @@ written above their tables, so any one table can be rerun alone), then renders t
    times (``large_soups.py``);
 3. parallel scaling (``scaling.py``) and the worker timeline;
 4. soup speed: reference against fast GIS, learned and pls (``soup_speed.py``);
-5. soup time against graph size (``soup_speed.py`` at several sizes).
+5. soup time against graph size (``soup_speed.py`` at several sizes);
+6. soups against converged ingredients and equal compute (``payoff.py``);
+7. full mode only: csbm-products end to end, with every stage's time and peak memory (``payoff.py --products``,
+   about an hour).
 
     python benchmarks/reproduce.py --quick     # under 20 minutes on 2 cores: fewer epochs, smaller graphs
     python benchmarks/reproduce.py             # the full figures: about 3.5 hours on 2 cores
@@ -57,6 +60,7 @@ MODES = {
         "speed": ["--epochs", "2"],
         "size": {"nodes": [10_000, 40_000, 160_000], "args": ["--epochs", "2"]},
         "payoff": [],
+        "products": ["--products", "--products-trunk", "2"],
     },
     "quick": {
         "small": ["--models", "gcn,gat", "--ingredients", "3", "--seeds", "5", "--epochs", "40", "--soups", SOUPS],
@@ -76,7 +80,8 @@ MODES = {
         "payoff": ["--quick", "--only", "Cora gcn"],
     },
 }
-SECTIONS = ("small", "large", "scaling", "speed", "size", "payoff")
+SECTIONS = ("small", "large", "scaling", "speed", "size", "payoff", "products")
+FULL_ONLY = {"products"}  # csbm-products takes about an hour and most of the machine's memory: the full mode only
 RESUMABLE = {"small", "payoff"}  # sections that keep their finished work when stopped (accuracy.py's records)
 # Each mode's report has its own folder; their plots share docs/results/, named after the mode. docs/RESULTS.md
 # is the index of the two reports.
@@ -357,6 +362,34 @@ def payoff(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
     return "\n".join(body), {f"payoff_{k}": v for k, v in ran["figures"].items() if k != "minutes"}
 
 
+def products(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
+    records = work / "products.jsonl"
+    ran = run_script("payoff.py", [*mode["products"], "--records", str(records), "--work", str(work / "products")],
+                     work / "products.log")
+    record = json.loads(records.read_text().splitlines()[-1])
+    rows = [("best ingredient", "best"), ("single model, 4x budget", "long"), ("uniform", "uniform"),
+            ("greedy", "greedy"), ("GIS", "gis"), ("learned (fit on val)", "learned"),
+            ("partition learned (fit on val)", "pls"), ("ensemble (4 models)", "ensemble")]
+    table = ["| row | val | test | test − best ingredient |", "|---|---|---|---|"]
+    for label, key in rows:
+        if key in record:
+            gain = "" if key == "best" else f"{100 * (record[key] - record['best']):+.2f}"
+            table.append(f"| {label} | {100 * record[key + '_val']:.2f} | {100 * record[key]:.2f} | {gain} |")
+    stages = ["| stage | seconds | peak memory (MB) |", "|---|---|---|"]
+    peaks = record.get("peak_mb", {})
+    for stage, seconds in record["seconds"].items():
+        peak = peaks.get({"training": "train", "trunk": "train"}.get(stage, stage), "")
+        stages.append(f"| {stage} | {seconds:.0f} | {peak} |")
+    body = [heading("csbm-products end to end: 4 GraphSAGE ingredients, every soup, within 24 GiB", ran), "",
+            "2.45 M nodes, neighbour-sampled GraphSAGE 2 × 128 from a 2-epoch trunk, early stopping within the epoch "
+            "caps below; METIS for the partition learned soup is a stage of its own (cached on disk). Test at the "
+            f"best validation, 1 seed. Epochs reached: ingredients {record['epochs_ingredients']} (cap "
+            f"{record['epoch_cap']}), long model {record['epochs_long']}. Soups' seconds: "
+            + ", ".join(f"{k} {v}" for k, v in record.get("soup_seconds", {}).items()) + ".", "", *table, "",
+            *stages]
+    return "\n".join(body), {f"products_{k}": v for k, v in ran["figures"].items() if k != "minutes"}
+
+
 def link(png: str) -> str:
     """A plot's link from the report: every mode's plots share docs/results/, each named after its mode."""
     return f"../results/{MACHINE['mode']}_{png}"
@@ -440,7 +473,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller graphs and fewer epochs: under 20 minutes")
     parser.add_argument("--smoke", action="store_true", help=argparse.SUPPRESS)  # tiny inputs, for the test
-    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated from {', '.join(SECTIONS)}")
+    parser.add_argument("--sections", default="", help=f"comma-separated from {', '.join(SECTIONS)} (default: all; "
+                        f"{', '.join(sorted(FULL_ONLY))} only in the full mode)")
     parser.add_argument("--out", help="the report (default docs/RESULTS.md; docs/full/RESULTS.md in full mode)")
     parser.add_argument("--work", default=str(REPO / "runs" / "reproduce"))
     parser.add_argument("--resume", action="store_true",
@@ -449,7 +483,8 @@ def main(argv=None) -> int:
                         help="folder holding Cora/ and CiteSeer/ raw files")
     args = parser.parse_args(argv)
     name = "smoke" if args.smoke else "quick" if args.quick else "full"
-    asked = {s.strip() for s in args.sections.split(",") if s.strip()}
+    asked = {s.strip() for s in args.sections.split(",") if s.strip()} or (
+        set(SECTIONS) if name == "full" else set(SECTIONS) - FULL_ONLY)
     unknown = sorted(asked - set(SECTIONS))
     sections = [s for s in SECTIONS if s in asked]  # the report's order, whatever the order asked
     if unknown:
@@ -498,8 +533,14 @@ def write_index() -> None:
         made = report.read_text().split("\n")[2] if report.exists() else "not generated yet"
         lines.append(f"- [{name}]({name}/RESULTS.md) (`reproduce.py{' --quick' if name == 'quick' else ''}`: {what}). "
                      + made.split(". ")[0].replace("Generated by", "Made by").rstrip(".") + ".")
-    lines += ["", "Measured by scripts that reproduce.py does not run (a GPU, a disk filled on purpose, long soaks): "
-              "[benchmarks/RESULTS.md](../benchmarks/RESULTS.md).", ""]
+    lines += ["", "Measured by scripts that reproduce.py does not run (a GPU, a disk filled on purpose, long soaks, "
+              "csbm-products end to end, the DGL peer): [benchmarks/RESULTS.md](../benchmarks/RESULTS.md).", ""]
+    peer = HERE / "results" / "peer.md"  # benchmarks/peer.py's last table: it needs the peer's own environment
+    if peer.exists():
+        lines += ["## ladle beside the DGL-based peer (Enhanced Soups), `benchmarks/peer.py`", "",
+                  "The peer's code, unmodified, in its own environment (torch 2.2.1, DGL 2.1.0), and ladle, on the same "
+                  "npz graphs and the same model, run by run alternately on one machine. Peer/ladle time ratios above "
+                  "1 (and ladle/peer rates above 1) mean ladle is faster.", "", peer.read_text().strip(), ""]
     atomic_write(INDEX, "\n".join(lines).encode())
 
 

@@ -51,8 +51,23 @@ def descendants(pid: int) -> list[int]:
     return children + [d for c in children for d in descendants(c)]
 
 
+def peak_rss_mb(reset: bool = False) -> float:
+    """This process's peak resident memory (the kernel's VmHWM), 0 where /proc has none; ``reset`` starts it anew
+    (clear_refs 5), so the next reading is the peak since then, however briefly it lasted."""
+    try:
+        if reset:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
+    except (OSError, StopIteration, ValueError):
+        return 0.0
+
+
 class MemoryMonitor:
-    """Peak summed PSS of this process tree, sampled in a thread (or nothing, when not ``enabled``)."""
+    """Peak resident memory of this process tree (or nothing, when not ``enabled``): the summed PSS of the process
+    and its workers, sampled every second in a thread, and at least this process's own peak RSS as the kernel
+    recorded it, which catches what the sampler misses while a C call (METIS, a sort) holds the interpreter."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
@@ -61,6 +76,7 @@ class MemoryMonitor:
         self.peak, self.running = 0.0, True
         self.thread = threading.Thread(target=self._sample, daemon=True) if self.enabled else None
         if self.thread:
+            peak_rss_mb(reset=True)
             self.thread.start()
         return self
 
@@ -74,6 +90,7 @@ class MemoryMonitor:
         self.running = False
         if self.thread:
             self.thread.join()
+            self.peak = max(self.peak, peak_rss_mb())
 
 
 def _idle_worker(ready, done) -> None:
