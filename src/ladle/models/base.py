@@ -99,9 +99,13 @@ class GNN(nn.Module):
         cfg, layers = self.config, len(self.convs)
         p_in = cfg.dropout if cfg.input_dropout is None else cfg.input_dropout
         x = input_dropout(x, p_in, self.training)
+        sparse = self.adjacency == "plain"  # mean or sum over in-edges: one sparse product per layer
         for i, conv in enumerate(self.convs):
             n_out, e_used = sum(nodes[: layers - i]), sum(edges[: layers - i])
-            h = conv((x, x[:n_out]), edge_index[:, :e_used])
+            edges_here = edge_index[:, :e_used]
+            if sparse:
+                edges_here = rows_by_target(edges_here, n_out, x.size(0), x.dtype)
+            h = conv((x, x[:n_out]), edges_here)
             x = self.finish_layer(i, h, x[:n_out])
         return x
 
@@ -181,6 +185,25 @@ class FastPath:
     @staticmethod
     def conv(ev, i, h, w, first):
         raise NotImplementedError
+
+
+def rows_by_target(edge_index: Tensor, n_out: int, n_in: int, dtype) -> Tensor:
+    """The [n_out, n_in] sparse CSR (ones) of a sampled layer's edges (source, target < n_out).
+
+    ladle's neighbour sampler emits each hop's edges grouped by target in target order, so this is one bincount;
+    edges in another order (a PyG loader's) are sorted first.
+    """
+    from ladle.data.graph import csr_tensor
+
+    src, dst = edge_index
+    if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
+        order = torch.argsort(dst, stable=True)
+        src, dst = src[order], dst[order]
+    crow = torch.zeros(n_out + 1, dtype=torch.long, device=dst.device)
+    torch.cumsum(torch.bincount(dst, minlength=n_out), 0, out=crow[1:])
+    adj = csr_tensor(crow, src, torch.ones(src.numel(), dtype=dtype, device=src.device), (n_out, n_in))
+    adj.ladle_kind = "plain"
+    return adj
 
 
 def mean_over_in_edges(ev):

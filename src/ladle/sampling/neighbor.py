@@ -23,26 +23,31 @@ FLOYD_MAX_FANOUT = 32  # past this, Floyd's k(k-1)/2 comparisons per node cost m
 def sample_neighbours(rowptr, col, frontier, fanout, gen):
     """Up to ``fanout`` distinct neighbours of each frontier node, uniformly without replacement.
 
-    Returns (position in ``frontier`` of the target, global id of the sampled neighbour). Nodes
-    with at most ``fanout`` neighbours keep them all; the others draw ``fanout`` of their edge
+    Returns (position in ``frontier`` of the target, global id of the sampled neighbour), sorted by
+    target. Nodes with at most ``fanout`` neighbours keep them all; the others draw ``fanout`` of their edge
     offsets by Floyd's algorithm (:func:`floyd_offsets`), all nodes at once, touching only the
     edges drawn; fanouts above ``FLOYD_MAX_FANOUT`` shuffle every edge of those nodes instead
     (:func:`shuffled_offsets`).
     """
     count = rowptr.index_select(0, frontier + 1) - rowptr.index_select(0, frontier)
     big = count > fanout
-    small_nodes = (~big).nonzero().view(-1)
-    owner, position = edge_positions(rowptr, frontier.index_select(0, small_nodes))
-    owner = small_nodes.index_select(0, owner)
     big_nodes = big.nonzero().view(-1)
     if big_nodes.numel() == 0:
+        owner, position = edge_positions(rowptr, frontier)
         return owner, col.index_select(0, position)
-    degree = count.index_select(0, big_nodes)
     draw = floyd_offsets if fanout <= FLOYD_MAX_FANOUT else shuffled_offsets
-    offsets = draw(degree, fanout, gen)  # [big, fanout], distinct per row, each in [0, degree)
-    start = rowptr.index_select(0, frontier.index_select(0, big_nodes))
-    owner = torch.cat([owner, big_nodes.repeat_interleave(fanout)])
-    position = torch.cat([position, (start[:, None] + offsets).view(-1)])
+    offsets = draw(count.index_select(0, big_nodes), fanout, gen)  # [big, fanout], distinct, each in [0, degree)
+    # The output in frontier order, each node's picks together (a layer reads them as CSR rows without a sort):
+    # a node keeps all its edges or `fanout` drawn offsets.
+    kept = count.clamp_max(fanout)
+    owner = torch.repeat_interleave(torch.arange(frontier.numel()), kept)
+    rank = torch.arange(owner.numel()) - (torch.cumsum(kept, 0) - kept).index_select(0, owner)
+    row_of_big = torch.full((frontier.numel(),), -1, dtype=torch.long)
+    row_of_big[big_nodes] = torch.arange(big_nodes.numel())
+    drawn = row_of_big.index_select(0, owner)
+    picked = drawn >= 0
+    rank[picked] = offsets[drawn[picked], rank[picked]]
+    position = rowptr.index_select(0, frontier).index_select(0, owner) + rank
     return owner, col.index_select(0, position)
 
 
