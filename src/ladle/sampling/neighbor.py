@@ -42,11 +42,12 @@ def sample_neighbours(rowptr, col, frontier, fanout, gen):
     kept = count.clamp_max(fanout)
     owner = torch.repeat_interleave(torch.arange(frontier.numel()), kept)
     rank = torch.arange(owner.numel()) - (torch.cumsum(kept, 0) - kept).index_select(0, owner)
-    row_of_big = torch.full((frontier.numel(),), -1, dtype=torch.long)
-    row_of_big[big_nodes] = torch.arange(big_nodes.numel())
-    drawn = row_of_big.index_select(0, owner)
-    picked = drawn >= 0
-    rank[picked] = offsets[drawn[picked], rank[picked]]
+    # A big node's k-th pick is its k-th drawn offset; the others' picks are their edges in order: one gather from
+    # the drawn offsets with an identity row appended for them.
+    table = torch.cat([offsets, torch.arange(fanout)[None]]).view(-1)
+    row = torch.full((frontier.numel(),), big_nodes.numel(), dtype=torch.long)
+    row[big_nodes] = torch.arange(big_nodes.numel())
+    rank = table.index_select(0, row.index_select(0, owner) * fanout + rank)
     position = rowptr.index_select(0, frontier).index_select(0, owner) + rank
     return owner, col.index_select(0, position)
 
