@@ -87,13 +87,29 @@ def test_sampling_is_uniform_over_neighbours():
     assert (pair_share - p).abs().max() < 5 * (p * (1 - p) / trials) ** 0.5
 
 
-def test_first_appearance_dedupe_matches_a_plain_reference(graph):
-    sampler = build_sampler(graph, SamplerConfig(name="neighbor"), seed=0)
-    ids = torch.randint(0, graph.num_nodes, (5000,), generator=torch.Generator().manual_seed(0))
-    reference = list(dict.fromkeys(ids.tolist()))
-    assert sampler._first_appearance_unique(ids).tolist() == reference
-    assert sampler._first_appearance_unique(ids[:0]).numel() == 0
-    assert bool((sampler.first_seen == torch.iinfo(torch.long).max).all())  # the buffer is left clean
+@pytest.mark.parametrize("fanouts", [(4, 3), (40, 2), (2, 2, 2)])
+def test_neighbour_relabelling_matches_a_plain_reference(graph, fanouts):
+    """The batch's local ids (one scatter-min into the [N] buffer per hop) against a dict, on the same draws:
+    seeds first, then each hop's new nodes in order of first appearance; the buffer is left clean."""
+    from ladle.sampling import neighbor
+
+    sampler = build_sampler(graph, SamplerConfig(name="neighbor", fanouts=fanouts, batch_size=64), seed=3)
+    rowptr, col = graph.csr()
+    seeds = torch.randperm(graph.num_nodes, generator=torch.Generator().manual_seed(1))[:64]
+    for batch_seed in range(3):
+        n_id, edge_index = sampler.sample_topology(seeds, torch.Generator().manual_seed(batch_seed))
+        gen = torch.Generator().manual_seed(batch_seed)
+        local = {int(v): i for i, v in enumerate(seeds)}
+        frontier, edges = seeds, []
+        for fanout in fanouts:
+            owner, picked = neighbor.sample_neighbours(rowptr, col, frontier, fanout, gen)
+            fresh = [v for v in dict.fromkeys(picked.tolist()) if v not in local]
+            local.update({v: len(local) + i for i, v in enumerate(fresh)})
+            edges += [(local[int(v)], local[int(frontier[o])]) for o, v in zip(owner.tolist(), picked.tolist())]
+            frontier = torch.tensor(fresh, dtype=torch.long)
+        assert n_id.tolist() == list(local)
+        assert edge_index.t().tolist() == [list(e) for e in edges]
+        assert bool((sampler.local == torch.iinfo(torch.long).max).all())
 
 
 def test_metis_parts_cover_every_node_once_and_are_balanced(graph, tmp_path):

@@ -14,7 +14,7 @@ import torch
 from torch_geometric.data import Data
 
 from ladle.data.graph import Graph
-from ladle.sampling.base import LocalIndex, edge_positions, epoch_generator
+from ladle.sampling.base import edge_positions, epoch_generator
 from ladle.sampling.options import SamplerConfig
 
 FLOYD_MAX_FANOUT = 32  # past this, Floyd's k(k-1)/2 comparisons per node cost more than one sort of the edges
@@ -29,26 +29,30 @@ def sample_neighbours(rowptr, col, frontier, fanout, gen):
     edges drawn; fanouts above ``FLOYD_MAX_FANOUT`` shuffle every edge of those nodes instead
     (:func:`shuffled_offsets`).
     """
-    count = rowptr.index_select(0, frontier + 1) - rowptr.index_select(0, frontier)
+    start = rowptr.index_select(0, frontier)
+    count = rowptr.index_select(0, frontier + 1) - start
     big = count > fanout
     big_nodes = big.nonzero().view(-1)
     if big_nodes.numel() == 0:
         owner, position = edge_positions(rowptr, frontier)
         return owner, col.index_select(0, position)
-    draw = floyd_offsets if fanout <= FLOYD_MAX_FANOUT else shuffled_offsets
-    offsets = draw(count.index_select(0, big_nodes), fanout, gen)  # [big, fanout], distinct, each in [0, degree)
+    degree = count.index_select(0, big_nodes)
+    if fanout <= FLOYD_MAX_FANOUT:
+        columns = _floyd_columns(degree, fanout, gen)  # [fanout, big], distinct per column, each in [0, degree)
+    else:
+        columns = shuffled_offsets(degree, fanout, gen).t()
     # The output in frontier order, each node's picks together (a layer reads them as CSR rows without a sort):
     # a node keeps all its edges or `fanout` drawn offsets.
     kept = count.clamp_max(fanout)
     owner = torch.repeat_interleave(torch.arange(frontier.numel()), kept)
     rank = torch.arange(owner.numel()) - (torch.cumsum(kept, 0) - kept).index_select(0, owner)
     # A big node's k-th pick is its k-th drawn offset; the others' picks are their edges in order: one gather from
-    # the drawn offsets with an identity row appended for them.
-    table = torch.cat([offsets, torch.arange(fanout)[None]]).view(-1)
-    row = torch.full((frontier.numel(),), big_nodes.numel(), dtype=torch.long)
-    row[big_nodes] = torch.arange(big_nodes.numel())
-    rank = table.index_select(0, row.index_select(0, owner) * fanout + rank)
-    position = rowptr.index_select(0, frontier).index_select(0, owner) + rank
+    # the drawn offsets with an identity column appended for them.
+    table = torch.cat([columns, torch.arange(fanout)[:, None]], dim=1).view(-1)
+    column = torch.full((frontier.numel(),), big_nodes.numel(), dtype=torch.long)
+    column.index_copy_(0, big_nodes, torch.arange(big_nodes.numel()))
+    rank = table.index_select(0, rank * (big_nodes.numel() + 1) + column.index_select(0, owner))
+    position = start.index_select(0, owner) + rank
     return owner, col.index_select(0, position)
 
 
@@ -59,14 +63,19 @@ def floyd_offsets(degree: torch.Tensor, k: int, gen: torch.Generator) -> torch.T
     (Bentley & Floyd, "A sample of brilliance", CACM 1987): k draws and k(k-1)/2 comparisons per node,
     with no sort and nothing proportional to the degree. Needs ``degree >= k``.
     """
-    u = torch.rand(degree.numel(), k, generator=gen, dtype=torch.float64)
-    chosen = torch.empty(degree.numel(), k, dtype=torch.long)
+    return _floyd_columns(degree, k, gen).t().contiguous()
+
+
+def _floyd_columns(degree: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
+    """:func:`floyd_offsets` as [k, n]: step i reads and writes one contiguous row."""
+    u = torch.rand(degree.numel(), k, generator=gen, dtype=torch.float64).t().contiguous()
+    chosen = torch.empty(k, degree.numel(), dtype=torch.long)
     for i in range(k):
         top = degree - (k - i)  # the largest offset step i may draw
-        t = (u[:, i] * (top + 1).to(torch.float64)).long().minimum(top)
+        t = (u[i] * (top + 1).to(torch.float64)).long().minimum(top)
         if i:
-            t = torch.where((chosen[:, :i] == t[:, None]).any(1), top, t)
-        chosen[:, i] = t
+            t = torch.where((chosen[:i] == t).view(torch.uint8).amax(0).bool(), top, t)
+        chosen[i] = t
     return chosen
 
 
@@ -89,8 +98,8 @@ class NeighborSampler:
     def __init__(self, graph: Graph, config: SamplerConfig, seed: int, **_):
         self.graph, self.config, self.seed = graph, config, seed
         self.train_nodes = graph.mask("train").nonzero().view(-1).cpu()
-        self.index = LocalIndex(graph.num_nodes)
-        self.first_seen = torch.full((graph.num_nodes,), _NEVER, dtype=torch.long)
+        # Global -> local id of this batch's nodes, _NEVER elsewhere; reset in O(batch) after each batch.
+        self.local = torch.full((graph.num_nodes,), _NEVER, dtype=torch.long)
 
     def __len__(self) -> int:
         return -(-self.train_nodes.numel() // self.config.batch_size)
@@ -109,43 +118,35 @@ class NeighborSampler:
                     num_sampled_nodes=per_hop[0], num_sampled_edges=per_hop[1])
 
     def sample_topology(self, seeds: torch.Tensor, gen: torch.Generator, with_hops: bool = False):
-        """The sampled nodes (``n_id``, seeds first, then each hop's new nodes) and local edges (hop by
-        hop), without gathering features; with ``with_hops`` also PyG's per-hop counts
+        """The sampled nodes (``n_id``, seeds first, then each hop's new nodes in order of first appearance)
+        and local edges (hop by hop), without gathering features; with ``with_hops`` also PyG's per-hop counts
         ``(num_sampled_nodes, num_sampled_edges)``."""
         rowptr, col = (t.cpu() for t in self.graph.csr())
-        index = self.index
-        nodes, frontier = [seeds], seeds
-        index.assign(seeds)
+        local = self.local
+        local.index_copy_(0, seeds, torch.arange(seeds.numel()))
+        nodes, frontier, first_local = [seeds], seeds, 0
         total = seeds.numel()
         src, dst = [], []
         for fanout in self.config.fanouts:
             target_pos, neighbour = sample_neighbours(rowptr, col, frontier, fanout, gen)
-            target_local = index.buffer.index_select(0, frontier).index_select(0, target_pos)
-            local = index.buffer.index_select(0, neighbour)
-            new = local < 0
-            fresh = self._first_appearance_unique(neighbour[new])
-            index.buffer[fresh] = torch.arange(total, total + fresh.numel())
-            total += fresh.numel()
-            src.append(index.buffer.index_select(0, neighbour))
-            dst.append(target_local)
+            # One scatter-min marks each new node with its first position (offset past every local id
+            # given so far, so a node already in the batch keeps its id); the nodes whose mark is their
+            # own position are the new ones, in order of first appearance, and get the next ids.
+            where = torch.arange(total, total + neighbour.numel())
+            local.scatter_reduce_(0, neighbour, where, reduce="amin")
+            fresh = neighbour.masked_select(local.index_select(0, neighbour) == where)
+            local.index_copy_(0, fresh, torch.arange(total, total + fresh.numel()))
+            src.append(local.index_select(0, neighbour))
+            dst.append(target_pos + first_local)  # a frontier holds consecutive local ids
             nodes.append(fresh)
-            frontier = fresh
+            frontier, first_local = fresh, total
+            total += fresh.numel()
         n_id = torch.cat(nodes)
-        index.clear(n_id)
+        local.index_fill_(0, n_id, _NEVER)
         edge_index = torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.empty(2, 0, dtype=torch.long)
         if with_hops:
             return n_id, edge_index, ([t.numel() for t in nodes], [t.numel() for t in src])
         return n_id, edge_index
 
 
-    def _first_appearance_unique(self, ids: torch.Tensor) -> torch.Tensor:
-        """Distinct ids in order of first appearance: one scatter-min into a reused [N] buffer, no sort."""
-        where = torch.arange(ids.numel())
-        self.first_seen.scatter_reduce_(0, ids, where, reduce="amin")
-        fresh = ids[self.first_seen.index_select(0, ids) == where]
-        self.first_seen[ids] = _NEVER
-        return fresh
-
-
 _NEVER = torch.iinfo(torch.long).max
-
