@@ -67,15 +67,14 @@ def floyd_offsets(degree: torch.Tensor, k: int, gen: torch.Generator) -> torch.T
 
 
 def _floyd_columns(degree: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
-    """:func:`floyd_offsets` as [k, n]: step i reads and writes one contiguous row."""
-    u = torch.rand(degree.numel(), k, generator=gen, dtype=torch.float64).t().contiguous()
-    chosen = torch.empty(k, degree.numel(), dtype=torch.long)
-    for i in range(k):
-        top = degree - (k - i)  # the largest offset step i may draw
-        t = (u[i] * (top + 1).to(torch.float64)).long().minimum(top)
-        if i:
-            t = torch.where((chosen[:i] == t).view(torch.uint8).amax(0).bool(), top, t)
-        chosen[i] = t
+    """:func:`floyd_offsets` as [k, n]: every step's draw at once, then k - 1 steps of one contiguous row each
+    (few operations per step, since a small batch pays for each)."""
+    u = torch.rand(degree.numel(), k, generator=gen, dtype=torch.float64).t()
+    top = degree - torch.arange(k, 0, -1)[:, None]  # [k, n]: the largest offset step i may draw
+    chosen = (u * (top + 1).to(torch.float64)).long().minimum(top)
+    for i in range(1, k):
+        taken = (chosen[:i] == chosen[i]).view(torch.uint8).amax(0).view(torch.bool)
+        chosen[i] = torch.where(taken, top[i], chosen[i])
     return chosen
 
 
