@@ -57,7 +57,7 @@ def test_sparse_row_chunks_equal_the_gathered_chunks(graph, name, layers, norm, 
 
 
 def test_rows_of_takes_any_rows_in_order(graph):
-    from ladle.evaluation.chunked import rows_of
+    from ladle.evaluation.field import rows_of
 
     adj = graph.adj_t("gcn")
     dense = adj.to_dense()

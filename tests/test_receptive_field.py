@@ -95,9 +95,10 @@ def test_the_field_is_built_once_and_covers_the_validation_nodes_only(graph):
     evaluator = Evaluator(graph, config)
     state = dict(build_model(config, graph.num_features, graph.num_classes, init_seed=0).state_dict())
     evaluator.loss(state)
-    x, blocks = evaluator._field
+    (x, blocks), targets = evaluator._field
     evaluator.loss(state)
-    assert evaluator._field[0] is x
+    assert evaluator._field[0][0] is x
+    assert torch.equal(targets, graph.mask("val").nonzero().view(-1))
     assert blocks[-1].n_out == int(graph.mask("val").sum())
     assert blocks[0].n_in <= graph.num_nodes and blocks[0].n_in == x.size(0)
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ladle.data.graph import Graph, csr_tensor
-from ladle.evaluation.field import Block
+from ladle.data.graph import Graph
+from ladle.evaluation.field import Block, rows_of
 from ladle.sampling.base import LocalIndex, edge_positions
 
 
@@ -87,23 +87,6 @@ def _forward(model, graph: Graph, chunk_size: int, out_nodes: Tensor | None) -> 
         else:
             h = h_new
     return h
-
-
-def rows_of(adj: Tensor, rows: Tensor) -> Tensor:
-    """The [len(rows), N] sparse CSR of ``adj``'s ``rows`` (in that order), its ``ladle_kind`` kept."""
-    rowptr, col, values = adj.crow_indices(), adj.col_indices(), adj.values()
-    count = rowptr[rows + 1] - rowptr[rows]
-    crow = torch.zeros(rows.numel() + 1, dtype=rowptr.dtype, device=rowptr.device)
-    torch.cumsum(count, 0, out=crow[1:])
-    if rows.numel() and bool((rows[1:] - rows[:-1] == 1).all()):  # a contiguous range: a slice, no gather
-        a, b = int(rowptr[rows[0]]), int(rowptr[rows[-1] + 1])
-        sub_col, sub_values = col[a:b], values[a:b]
-    else:
-        _, position = edge_positions(rowptr, rows)
-        sub_col, sub_values = col[position], values[position]
-    out = csr_tensor(crow, sub_col, sub_values, (rows.numel(), adj.size(1)))
-    out.ladle_kind = getattr(adj, "ladle_kind", None)
-    return out
 
 
 def _layer_chunk(conv, h, rowptr, col, targets, index: LocalIndex, gcn_inv_sqrt, device, bipartite: bool) -> Tensor:

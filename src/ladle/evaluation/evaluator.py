@@ -105,7 +105,7 @@ class Evaluator:
         # Whole-graph forwards propagate with the graph's cached sparse adjacency where the model takes one.
         self.graph_here = graph.to(self.device)
         self.adj = graph_input(self.model, self.graph_here)
-        self._field = None  # the split's receptive field, built by the first loss()
+        self._field = None  # the split's receptive field and its target nodes, built by the first loss()
         self.mask = graph.mask(split).to(self.device)
         self.y_all = graph.data.y.to(self.device)
         self.y = self.y_all[self.mask]
@@ -146,8 +146,9 @@ class Evaluator:
             return self._whole_loss(state, nodes)
         if nodes is None:
             if self._field is None:
-                self._field = self._receptive_field(self._field_adjacency(), self.mask.nonzero().view(-1))
-            (x, blocks), targets = self._field, self.mask.nonzero().view(-1)
+                targets = self.mask.nonzero().view(-1)
+                self._field = self._receptive_field(self._field_adjacency(), targets), targets
+            (x, blocks), targets = self._field
         else:
             nodes = nodes.to(self.device)
             local = self.mask[nodes].nonzero().view(-1)

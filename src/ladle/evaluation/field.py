@@ -70,7 +70,8 @@ def receptive_field(adj: Tensor, targets: Tensor, layers: int) -> tuple[Tensor, 
     position = torch.full((n,), -1, dtype=torch.long, device=device)
     blocks: list[Block] = []
     for _ in range(layers):
-        sub, sources = _rows(adj, targets)
+        sub = rows_of(adj, targets)
+        sources = sub.col_indices()
         # Targets first among the inputs, then the other sources in id order.
         position[targets] = torch.arange(targets.numel(), device=device)
         others = torch.unique(sources)
@@ -91,7 +92,8 @@ def induced(adj: Tensor, nodes: Tensor) -> Tensor:
     n, device = adj.size(0), adj.crow_indices().device
     position = torch.full((n,), -1, dtype=torch.long, device=device)
     position[nodes] = torch.arange(nodes.numel(), device=device)
-    sub, sources = _rows(adj, nodes)
+    sub = rows_of(adj, nodes)
+    sources = sub.col_indices()
     local = position[sources]
     keep = local >= 0
     crow = sub.crow_indices()
@@ -103,15 +105,21 @@ def induced(adj: Tensor, nodes: Tensor) -> Tensor:
     return csr_tensor(new_crow, local[keep], sub.values()[keep], (nodes.numel(), nodes.numel()))
 
 
-def _rows(adj: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
-    """``adj``'s rows as a [len(rows), N] CSR, and their column ids."""
-    rowptr = adj.crow_indices()
+def rows_of(adj: Tensor, rows: Tensor) -> Tensor:
+    """The [len(rows), N] sparse CSR of ``adj``'s ``rows`` (in that order), its ``ladle_kind`` kept."""
+    rowptr, col, values = adj.crow_indices(), adj.col_indices(), adj.values()
     count = rowptr[rows + 1] - rowptr[rows]
     crow = torch.zeros(rows.numel() + 1, dtype=rowptr.dtype, device=rowptr.device)
     torch.cumsum(count, 0, out=crow[1:])
-    _, position = edge_positions(rowptr, rows)
-    col, values = adj.col_indices()[position], adj.values()[position]
-    return csr_tensor(crow, col, values, (rows.numel(), adj.size(1))), col
+    if rows.numel() and bool((rows[1:] - rows[:-1] == 1).all()):  # a contiguous range: a slice, no gather
+        a, b = int(rowptr[rows[0]]), int(rowptr[rows[-1] + 1])
+        sub_col, sub_values = col[a:b], values[a:b]
+    else:
+        _, position = edge_positions(rowptr, rows)
+        sub_col, sub_values = col[position], values[position]
+    out = csr_tensor(crow, sub_col, sub_values, (rows.numel(), adj.size(1)))
+    out.ladle_kind = getattr(adj, "ladle_kind", None)
+    return out
 
 
 def _relabel(sub: Tensor, local_col: Tensor, n_in: int, kind) -> Block:
