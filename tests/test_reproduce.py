@@ -109,3 +109,27 @@ def test_a_stopped_small_sweep_adds_its_time_when_resumed(tmp_path, monkeypatch)
     record = reproduce.run_section("large", {}, tmp_path, plots, resume=True)
     assert record["attempts"] == 1 and record["seconds"] < 100
     assert reproduce.section_text(record) == "## a section"
+
+
+def test_payoff_table_counts_only_each_cells_planned_cap():
+    """A cell rerun with a higher epoch cap shows its earlier rows, marked, and only the plan's cap counts."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import payoff
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    def record(cap, seed, best, gis, long):
+        return {"cell": "g sage neighbor", "metric": "acc", "trunk": 2, "seed": seed, "epoch_cap": cap,
+                "best": best, "long": long, "gis": gis, "uniform": gis, "greedy": gis, "learned": gis,
+                "ensemble": gis, "epochs_ingredients": [cap, cap - 1], "epochs_long": 4 * cap,
+                "seconds": {"trunk": 1.0, "training": 2.0, "soups": 3.0}}
+
+    records = [record(10, 0, 0.70, 0.60, 0.72), record(30, 0, 0.70, 0.75, 0.72), record(30, 1, 0.72, 0.77, 0.70)]
+    lines, figures = payoff.table(records)
+    earlier = [line for line in lines if "earlier" in line]
+    assert len(earlier) == 1 and "(cap 10)" in earlier[0] and "| 1 |" in earlier[0] and "-10.00" in earlier[0]
+    current = [line for line in lines if "(cap 30)" in line]
+    assert len(current) == 1 and "| 2 |" in current[0] and "+5.00" in current[0]
+    assert figures["cells"] == 1 and figures["gis_wins"] == 1
+    assert figures["gis_mean_gain"] == 5.0 and figures["gis_vs_long"] == 5.0
