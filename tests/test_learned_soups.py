@@ -126,3 +126,24 @@ def test_batch_norm_statistics_follow_their_layers_mix():
         expected = sum(a * k for k, a in enumerate(alphas))
         assert torch.allclose(result.state["norms.0.module.running_mean"], torch.full((8,), expected), atol=1e-5)
         assert alphas != [1 / 3] * 3  # the weight's logits were fitted, and the statistics moved with them
+
+
+def test_pls_parts_are_cut_before_any_evaluator_exists(trained, tmp_path, monkeypatch):
+    """METIS is the largest allocation of a pls soup on a big graph: it runs (and is cached) before the evaluators
+    are built, and the soup itself reads the cached parts instead of cutting them again."""
+    import shutil
+
+    import pymetis
+
+    _, _, graph, _, _, out = trained
+    run = tmp_path / "run"
+    shutil.copytree(out, run)
+    monkeypatch.setenv("LADLE_CACHE", str(tmp_path / "cache"))  # no cached parts yet
+    events = []
+    cut = pymetis.part_graph
+    monkeypatch.setattr(pymetis, "part_graph", lambda *a, **k: events.append("metis") or cut(*a, **k))
+    fast = api.FastEvaluator
+    monkeypatch.setattr(api, "FastEvaluator", lambda *a, **k: events.append("evaluator") or fast(*a, **k))
+    api.soup(run, ["pls"], graph=graph)
+    assert events == ["metis", "evaluator"]
+    assert list((tmp_path / "cache" / "partitions").glob("*-metis-8-*.npy"))
