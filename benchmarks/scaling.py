@@ -51,19 +51,6 @@ def descendants(pid: int) -> list[int]:
     return children + [d for c in children for d in descendants(c)]
 
 
-def peak_rss_mb(reset: bool = False) -> float:
-    """This process's peak resident memory (the kernel's VmHWM), 0 where /proc has none; ``reset`` starts it anew
-    (clear_refs 5), so the next reading is the peak since then, however briefly it lasted."""
-    try:
-        if reset:
-            with open("/proc/self/clear_refs", "w") as f:
-                f.write("5")
-        with open("/proc/self/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
-    except (OSError, StopIteration, ValueError):
-        return 0.0
-
-
 class MemoryMonitor:
     """Peak resident memory of this process tree (or nothing, when not ``enabled``): the summed PSS of the process
     and its workers, sampled every second in a thread, and at least this process's own peak RSS as the kernel
@@ -73,10 +60,13 @@ class MemoryMonitor:
         self.enabled = enabled
 
     def __enter__(self):
+        from ladle.profiling import peak_resident
+
         self.peak, self.running = 0.0, True
         self.thread = threading.Thread(target=self._sample, daemon=True) if self.enabled else None
         if self.thread:
-            peak_rss_mb(reset=True)
+            self.watch = peak_resident()  # shares the kernel's one counter with the soups' own measure()
+            self.kernel = self.watch.__enter__()
             self.thread.start()
         return self
 
@@ -90,7 +80,8 @@ class MemoryMonitor:
         self.running = False
         if self.thread:
             self.thread.join()
-            self.peak = max(self.peak, peak_rss_mb())
+            self.watch.__exit__(None, None, None)
+            self.peak = max(self.peak, (self.kernel[0] if self.kernel else 0) / 2**20)
 
 
 def _idle_worker(ready, done) -> None:
