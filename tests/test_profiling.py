@@ -1,11 +1,14 @@
 """The peak memory a soup's sidecar records: the kernel's own peak, which a sampling thread would miss while one C
 call holds the interpreter, kept right when measured blocks nest (they share the kernel's one counter)."""
+import time
+
 import pytest
 import torch
 
+import ladle.profiling
 from ladle.profiling import _kernel_peak, measure, peak_resident
 
-pytestmark = pytest.mark.skipif(_kernel_peak(reset=True) is None, reason="the kernel's peak RSS is not readable here")
+kernel_only = pytest.mark.skipif(_kernel_peak(reset=True) is None, reason="the kernel's peak RSS is not readable here")
 
 MB = 2**20
 
@@ -15,12 +18,14 @@ def spike(mb: int) -> None:
     torch.ones(mb * MB // 4, dtype=torch.float32)
 
 
+@kernel_only
 def test_a_brief_spike_inside_one_c_call_is_counted():
     with measure(interval=60.0) as usage:  # a sampling thread would not have woken once
         spike(256)
     assert 240 <= usage.peak_mb < 256 + 64
 
 
+@kernel_only
 def test_nested_blocks_each_keep_their_own_peak():
     with measure() as outer:
         spike(384)  # before the inner block resets the kernel's counter
@@ -31,3 +36,15 @@ def test_nested_blocks_each_keep_their_own_peak():
     assert 112 <= inner.peak_mb < 128 + 64
     assert outer.peak_mb >= 368  # the inner reset did not lose the outer's larger, earlier peak
     assert watch is not None and watch[0] > 0
+
+
+def test_without_the_kernels_peak_a_thread_samples_it(monkeypatch):
+    monkeypatch.setattr(ladle.profiling, "_kernel_peak", lambda reset=False: None)
+    with peak_resident() as watch:
+        pass
+    assert watch is None
+    with measure(interval=0.001) as usage:
+        held = torch.ones(192 * MB // 4)
+        time.sleep(0.5)  # long enough for the sampling thread to see it, even on a busy machine
+        del held
+    assert 176 <= usage.peak_mb < 192 + 64

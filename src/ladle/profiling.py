@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import psutil
@@ -93,24 +93,23 @@ def measure(device: str | torch.device = "cpu", interval: float = 0.005):
 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    with ExitStack() as stack:
-        kernel = stack.enter_context(peak_resident()) if device.type != "cuda" else None
-        sampler = threading.Thread(target=sample, daemon=True) if device.type != "cuda" and kernel is None else None
-        if sampler:
-            sampler.start()
-        start = time.perf_counter()
-        try:
+    kernel, sampler = None, None
+    start = time.perf_counter()
+    try:
+        with peak_resident() if device.type != "cuda" else nullcontext() as kernel:
+            if device.type != "cuda" and kernel is None:  # the kernel cannot tell here: sample instead
+                sampler = threading.Thread(target=sample, daemon=True)
+                sampler.start()
             yield usage
-        finally:
-            if device.type == "cuda":  # kernels run asynchronously: the block ends when the device is done
-                torch.cuda.synchronize(device)
-            usage.seconds = time.perf_counter() - start
-            if sampler:
-                stop.set()
-                sampler.join()
-            stack.close()
-            if device.type == "cuda":
-                usage.peak_mb = torch.cuda.max_memory_allocated(device) / 2**20
-            else:
-                peak[0] = max(peak[0], process.memory_info().rss, kernel[0] if kernel else 0)
-                usage.peak_mb = (peak[0] - baseline) / 2**20
+    finally:
+        if device.type == "cuda":  # kernels run asynchronously: the block ends when the device is done
+            torch.cuda.synchronize(device)
+        usage.seconds = time.perf_counter() - start
+        if sampler:
+            stop.set()
+            sampler.join()
+        if device.type == "cuda":
+            usage.peak_mb = torch.cuda.max_memory_allocated(device) / 2**20
+        else:
+            peak[0] = max(peak[0], process.memory_info().rss, kernel[0] if kernel else 0)
+            usage.peak_mb = (peak[0] - baseline) / 2**20
