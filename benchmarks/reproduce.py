@@ -16,7 +16,7 @@ written above their tables, so any one table can be rerun alone), then renders t
    about an hour).
 
     python benchmarks/reproduce.py --quick     # under 20 minutes on 2 cores: fewer epochs, smaller graphs
-    python benchmarks/reproduce.py             # the full figures: about 3.5 hours on 2 cores
+    python benchmarks/reproduce.py             # the full figures: about 8 hours on 2 cores (payoff 3.5, products 1)
     python benchmarks/reproduce.py --quick --sections small,size   # some sections only
     python benchmarks/reproduce.py --resume    # reuse the sections an earlier (stopped) run finished
 
