@@ -66,7 +66,7 @@ def cells(args) -> list[Cell]:
     ]
     if args.products:
         out = [Cell("csbm-products", "sage", {**neighbor, "batch_size": 1024}, 1, args.products_trunk,
-                    args.products_epochs, 2,
+                    args.products_epochs, args.products_patience,
                     {"model": {"hidden": 128}, "eval": {"chunk": 100_000}, "soups": ["uniform", "greedy", "gis", "pls",
                                                                                     "ensemble"],
                      "learned": {"epochs": 20, "parts": 32, "parts_per_epoch": 4}})]
@@ -216,8 +216,10 @@ def main(argv=None) -> int:
     parser.add_argument("--work", default="runs/payoff/work", help="where the pipelines' run directories go")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--products", action="store_true", help="the csbm-products cell alone")
-    parser.add_argument("--products-trunk", type=int, default=0, help="the trunk setting of the products cell")
-    parser.add_argument("--products-epochs", type=int, default=6, help="the products cell's epoch cap per ingredient")
+    parser.add_argument("--products-trunk", type=int, default=2,
+                        help="the trunk setting of the products cell (2: the better one, from the runs with 0 and 2)")
+    parser.add_argument("--products-epochs", type=int, default=10, help="the products cell's epoch cap per ingredient")
+    parser.add_argument("--products-patience", type=int, default=3, help="the products cell's patience per ingredient")
     parser.add_argument("--quick", action="store_true", help="a few cells, one seed, tiny caps")
     parser.add_argument("--stop-after", type=float, default=0, metavar="MINUTES",
                         help="start no pipeline after this many minutes (seed-major order: every cell keeps the "
