@@ -19,6 +19,7 @@ time over the 2-worker process engine's) and ``identical=true|false``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -62,11 +63,12 @@ class MemoryMonitor:
     def __enter__(self):
         from ladle.profiling import peak_resident
 
-        self.peak, self.running = 0.0, True
+        self.peak, self.running, self.kernel = 0.0, True, None
+        self.stack = contextlib.ExitStack()
         self.thread = threading.Thread(target=self._sample, daemon=True) if self.enabled else None
         if self.thread:
-            self.watch = peak_resident()  # shares the kernel's one counter with the soups' own measure()
-            self.kernel = self.watch.__enter__()
+            # Shares the kernel's one counter with the soups' own measure(): nesting-safe.
+            self.kernel = self.stack.enter_context(peak_resident())
             self.thread.start()
         return self
 
@@ -80,8 +82,9 @@ class MemoryMonitor:
         self.running = False
         if self.thread:
             self.thread.join()
-            self.watch.__exit__(None, None, None)
-            self.peak = max(self.peak, (self.kernel[0] if self.kernel else 0) / 2**20)
+        self.stack.close()  # the kernel's peak is final once its block has closed
+        if self.kernel:
+            self.peak = max(self.peak, self.kernel[0] / 2**20)
 
 
 def _idle_worker(ready, done) -> None:

@@ -48,3 +48,27 @@ def test_without_the_kernels_peak_a_thread_samples_it(monkeypatch):
         time.sleep(0.5)  # long enough for the sampling thread to see it, even on a busy machine
         del held
     assert 176 <= usage.peak_mb < 192 + 64
+
+
+@kernel_only
+def test_the_benchmarks_stage_monitor_keeps_its_peak_across_a_soups_own_measure():
+    """benchmarks/scaling.py's MemoryMonitor (each payoff stage's peak) and a soup's measure() inside it share the
+    kernel's one counter: the soup's reset must not lose the stage's earlier, larger peak."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    try:
+        from scaling import MemoryMonitor
+    finally:
+        sys.path.pop(0)
+    floor = ladle.profiling.psutil.Process().memory_info().rss / MB
+    with MemoryMonitor() as stage:
+        spike(384)
+        with measure() as soup:
+            spike(64)
+    assert stage.peak >= floor + 368
+    assert soup.peak_mb < 384
+    with MemoryMonitor(enabled=False) as off:
+        spike(64)
+    assert off.peak == 0.0

@@ -133,3 +133,29 @@ def test_payoff_table_counts_only_each_cells_planned_cap():
     assert len(current) == 1 and "| 2 |" in current[0] and "+5.00" in current[0]
     assert figures["cells"] == 1 and figures["gis_wins"] == 1
     assert figures["gis_mean_gain"] == 5.0 and figures["gis_vs_long"] == 5.0
+
+
+def test_payoff_summary_splits_real_from_synthetic_graphs_and_pairs_trunks_at_one_cap():
+    """The last line gives GIS's gain over the real graphs alone beside all cells, and the trunk's effect only
+    between the two trunk settings of one cell at one epoch cap."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import payoff
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+    def record(cell, trunk, cap, best, gis):
+        return {"cell": cell, "metric": "acc", "trunk": trunk, "seed": 0, "epoch_cap": cap, "best": best,
+                "long": best, "gis": gis, "epochs_ingredients": [cap], "epochs_long": 4 * cap,
+                "seconds": {"trunk": 0.0, "training": 1.0, "soups": 1.0}}
+
+    arxiv, products = "csbm-arxiv sage neighbor", "csbm-products sage neighbor"
+    records = [record("Cora gcn full", 0, 200, 0.80, 0.79), record("Cora gcn full", 20, 200, 0.80, 0.81),
+               record(arxiv, 0, 30, 0.70, 0.71), record(arxiv, 2, 30, 0.70, 0.74),
+               record(products, 0, 6, 0.75, 0.78), record(products, 2, 10, 0.76, 0.88)]
+    _, figures = payoff.table(records)
+    assert figures["cells"] == 6 and figures["gis_wins"] == 5
+    assert figures["cells_real"] == 2 and figures["gis_wins_real"] == 1 and figures["gis_mean_gain_real"] == 0.0
+    assert figures["gis_mean_gain"] == round((-1 + 1 + 1 + 4 + 3 + 12) / 6, 3)
+    # Cora: +2 (from -1 to +1), csbm-arxiv: +3; products' two settings ran at different caps: no pair
+    assert figures["trunk_gain"] == 2.5

@@ -443,9 +443,9 @@ def _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch):
     if "pls" in methods:
         # METIS over a large graph needs more memory than the evaluators built next: cut (and cache on disk) the
         # partition learned soup's parts now, so that peak is not added to theirs.
-        from ladle.sampling.partition import metis_parts
+        from ladle.sampling.partition import graph_parts
 
-        metis_parts(graph.to("cpu"), config.soup("pls")["parts"], config.seed)
+        graph_parts(graph, config.soup("pls")["parts"], config.seed)
     device = torch.device(config.eval.device or config.device)
     graph_dev = graph.to(device)
     # Selection scores many mixes: the fast engine gives the reference's scores at a fraction of the cost.

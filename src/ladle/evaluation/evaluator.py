@@ -200,10 +200,9 @@ class Evaluator:
 
     def parts(self, count: int, seed: int = 0) -> list[Tensor]:
         """The graph's METIS parts (cached on disk like ClusterGCN's), each a sorted tensor of node ids."""
-        from ladle.sampling.partition import metis_parts, part_nodes
+        from ladle.sampling.partition import graph_parts
 
-        cpu_graph = self.graph.to("cpu")
-        return part_nodes(metis_parts(cpu_graph, count, seed), count)
+        return graph_parts(self.graph, count, seed)
 
     def score_many(self, mixes: Sequence[Mix]) -> list[float]:
         return [self.score(mix_states(mix)) for mix in mixes]

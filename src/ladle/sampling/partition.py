@@ -51,6 +51,11 @@ def metis_parts(graph: Graph, parts: int, seed: int = 0, cache_dir=None) -> torc
     return torch.from_numpy(membership.astype(np.int64))
 
 
+def graph_parts(graph: Graph, count: int, seed: int = 0) -> list[torch.Tensor]:
+    """The sorted node ids of each of the graph's ``count`` METIS parts, cut on the CPU (and cached on disk)."""
+    return part_nodes(metis_parts(graph.to("cpu"), count, seed), count)
+
+
 def random_parts(graph: Graph, parts: int, seed: int = 0) -> torch.Tensor:
     """[N] part ids of a uniformly random, exactly balanced partition."""
     if parts > graph.num_nodes:
