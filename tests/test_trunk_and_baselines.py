@@ -66,6 +66,33 @@ def test_the_long_baseline_has_k_times_the_budget_and_is_a_row_of_the_report(tru
     assert patient.long_spec().train.patience == 6
 
 
+def test_a_look_at_the_weights_after_each_epoch_changes_nothing(trunk_run):
+    """benchmarks/averaging.py averages the long model's weights over its epochs through ``after_epoch``, scoring a
+    copy each time: the model trained beside it is still the stored one, bit for bit, and the hook sees every
+    epoch's weights."""
+    from ladle.evaluation.evaluator import split_scores
+    from ladle.models import build_model
+
+    run, cfg = RunDir(trunk_run), config(baseline="long")
+    graph = load_graph(SMALL)
+    trunk_state, _ = run.load_checkpoint(cfg.trunk_spec())
+    stored, _ = run.load_checkpoint(cfg.long_spec())
+    spec = cfg.long_spec()
+    shadow = build_model(spec.model, graph.num_features, graph.num_classes)
+    seen = []
+
+    def look(epoch, model):
+        seen.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        shadow.load_state_dict(seen[-1])
+        split_scores(shadow, graph, ("val", "test"))
+
+    record = train_ingredient(spec, graph, start_state=trunk_state, after_epoch=look)
+    assert len(seen) == record.epochs_trained == 18
+    assert all(torch.equal(stored[k], record.state[k]) for k in stored)
+    best = seen[record.best_epoch - 1]
+    assert all(torch.equal(best[k], record.state[k]) for k in best)  # what it saw is what was validated
+
+
 @pytest.mark.parametrize("stop_at", ["trunk", "ingredient-01"])
 def test_a_run_stopped_in_the_trunk_or_the_ingredients_resumes_bit_identical(trunk_run, tmp_path, monkeypatch,
                                                                             stop_at):

@@ -74,12 +74,15 @@ def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | No
 
 
 def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.device = "cpu",
-                     on_epoch: OnEpoch | None = None, start_state: dict | None = None) -> IngredientRecord:
+                     on_epoch: OnEpoch | None = None, start_state: dict | None = None,
+                     after_epoch: Callable[[int, torch.nn.Module], None] | None = None) -> IngredientRecord:
     """Train one ingredient and return its best-validation weights.
 
     Ties in validation keep the earlier epoch. With ``train.patience`` > 0, training stops after that
     many validations without a better score. ``start_state`` (a trunk's weights) replaces the
     initialisation; the data seed still governs everything after. ``graph`` may already be on ``device``.
+    ``after_epoch(epoch, model)`` sees the weights after each epoch's steps, before validation (a benchmark's
+    own look at them, e.g. averaging them); it must leave the model and the random streams as it found them.
     """
     start = time.perf_counter()
     device = torch.device(device)
@@ -114,6 +117,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             optimizer.step()
             losses.append(float(loss.detach()))
         metrics = {"loss": sum(losses) / max(len(losses), 1)}
+        if after_epoch is not None:
+            after_epoch(epoch, model)
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
             scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
             metrics.update(scores)
