@@ -38,6 +38,21 @@ def test_nested_blocks_each_keep_their_own_peak():
     assert watch is not None and watch[0] > 0
 
 
+@kernel_only
+def test_blocks_that_end_with_the_same_peak_each_close_their_own():
+    """An inner block's peak above everything before it is folded into the outer block, so both hold one value
+    when the inner closes: closing must find the inner's own entry, not the first equal one (the soups stage of a
+    payoff run crashed on exit so)."""
+    with peak_resident() as outer:
+        with peak_resident() as inner:
+            spike(256)
+        assert outer[0] == inner[0]
+        with peak_resident() as later:
+            spike(512)  # the outer block must still be open to receive this
+    assert later[0] > inner[0] > 0 and outer[0] >= later[0]
+    assert not ladle.profiling._open_watches
+
+
 def test_without_the_kernels_peak_a_thread_samples_it(monkeypatch):
     monkeypatch.setattr(ladle.profiling, "_kernel_peak", lambda reset=False: None)
     with peak_resident() as watch:

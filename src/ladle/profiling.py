@@ -73,7 +73,8 @@ def peak_resident():
                 now = _kernel_peak() or 0
                 for watch in _open_watches:
                     watch[0] = max(watch[0], now)
-                _open_watches.remove(cell)
+                # By identity: two open blocks often hold the same peak, and list.remove would take the other's.
+                del _open_watches[next(i for i, watch in enumerate(_open_watches) if watch is cell)]
 
 
 @contextmanager
