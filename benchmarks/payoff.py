@@ -25,7 +25,7 @@ import json
 import statistics
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROWS = ["best", "long", "uniform", "greedy", "gis", "learned", "ensemble"]
@@ -47,7 +47,8 @@ class Cell:
     @property
     def label(self) -> str:
         name = self.dataset.split("/")[-1].replace(".npz", "")
-        return f"{name} {self.model} {self.sampler['name']}"
+        average = self.extra.get("train", {}).get("average", "none")
+        return f"{name} {self.model} {self.sampler['name']}" + ("" if average == "none" else f" {average}")
 
 
 def cells(args) -> list[Cell]:
@@ -70,6 +71,9 @@ def cells(args) -> list[Cell]:
                     {"model": {"hidden": 128}, "eval": {"chunk": 100_000}, "soups": ["uniform", "greedy", "gis", "pls",
                                                                                     "ensemble"],
                      "learned": {"epochs": 20, "parts": 32, "parts_per_epoch": 4}})]
+    if getattr(args, "average", "none") != "none":  # every model's weights averaged over its epochs: own rows
+        out = [replace(c, extra={**c.extra, "train": {**c.extra.get("train", {}), "average": args.average}})
+               for c in out]
     if args.quick:
         out = [Cell(c.dataset, c.model, c.sampler, 1, max(1, c.trunk // 10), max(2, c.epochs // 10),
                     max(1, c.patience // 10), c.extra) for c in out[:1] + out[6:8]]
@@ -226,6 +230,9 @@ def main(argv=None) -> int:
     parser.add_argument("--products-epochs", type=int, default=10, help="the products cell's epoch cap per ingredient")
     parser.add_argument("--products-patience", type=int, default=3, help="the products cell's patience per ingredient")
     parser.add_argument("--quick", action="store_true", help="a few cells, one seed, tiny caps")
+    parser.add_argument("--average", choices=("none", "swa", "ema"), default="none",
+                        help="train every model (ingredients and the long one) with its weights averaged over its "
+                             "epochs (train.average); the rows carry its name")
     parser.add_argument("--stop-after", type=float, default=0, metavar="MINUTES",
                         help="start no pipeline after this many minutes (seed-major order: every cell keeps the "
                              "same seeds so far)")

@@ -187,3 +187,29 @@ def test_rocauc_of_class_ids_uses_class_ones_log_odds():
     logits = torch.tensor([[2.0, 0.0], [0.0, 1.5], [0.0, 1.0], [1.0, 3.0], [0.0, -1.0]])
     assert score_logits("rocauc", logits, y) == rocauc(y, logits[:, 1] - logits[:, 0])
     assert score_logits("rocauc", logits, y) == pytest.approx(5 / 6)  # 5 of the 6 positive-negative pairs ordered
+
+
+@pytest.mark.parametrize("kind", ["swa", "ema"])
+def test_weight_averaging_keeps_the_average_it_validated(kind):
+    """train.average: the kept weights are the mean (swa) or the moving average (ema) of the weights at the end
+    of each epoch up to the best-validated one, computed here by hand in float64; the trunk stays unaveraged."""
+    cfg = config(train={"epochs": 6, "average": kind, "ema_decay": 0.6}, baseline="long")
+    spec, graph = cfg.ingredient_specs()[0], load_graph(SMALL)
+    seen = []
+    record = train_ingredient(spec, graph, after_epoch=lambda e, m: seen.append(
+        {k: v.detach().to(torch.float64, copy=True) for k, v in m.state_dict().items()}))
+    assert len(seen) == 6 and 1 <= record.best_epoch <= 6
+    upto = seen[:record.best_epoch]
+    for k, kept in record.state.items():
+        if kind == "swa":
+            expected = sum(s[k] for s in upto) / len(upto)
+        else:
+            expected = upto[0][k]
+            for s in upto[1:]:
+                expected = 0.6 * expected + 0.4 * s[k]
+        assert torch.allclose(kept.to(torch.float64), expected, atol=1e-6)
+    if record.best_epoch > 1:  # the average, not the last weights it saw
+        assert any(not torch.allclose(kept.to(torch.float64), upto[-1][k]) for k, kept in record.state.items())
+    assert cfg.trunk_spec().train.average == "none" and cfg.long_spec().train.average == kind
+    assert "average" in cfg.identity()["train"] and "average" not in config().identity()["train"]
+

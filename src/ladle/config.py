@@ -49,6 +49,10 @@ class TrainConfig(Options):
     eval_every: int = option(1, "validate every k epochs", low=1)
     patience: int = option(0, "early stopping: validations without improvement before an ingredient stops, "
                               "keeping its best weights (0: train every epoch)", low=0, high=1_000_000)
+    average: str = option("none", "average each model's weights over its epochs, and validate, early-stop on and "
+                                  "keep the average: swa (the mean of every epoch's end, Izmailov et al., 2018) or "
+                                  "ema (an exponential moving average)", choices=("none", "swa", "ema"))
+    ema_decay: float = option(0.8, "the ema's weight on its past, per epoch", low=0.0, high=1.0, open_low=True)
 
     def validate(self):
         check_int("train.eval_every", self.eval_every, 1, self.epochs)
@@ -176,7 +180,9 @@ class RunConfig(Options):
         after ``trunk.epochs`` epochs, the branching point), with a data seed of its own."""
         if not self.trunk.epochs:
             return None
-        train = dataclasses.replace(self.train, epochs=self.trunk.epochs, eval_every=self.trunk.epochs, patience=0)
+        # The branching point is the trunk's own weights, not an average of them.
+        train = dataclasses.replace(self.train, epochs=self.trunk.epochs, eval_every=self.trunk.epochs, patience=0,
+                                    average="none")
         return self._spec(0, self.sampler, derive_seed(self.seed, "trunk"), train=train, role="trunk")
 
     def long_spec(self) -> IngredientSpec | None:
@@ -191,7 +197,10 @@ class RunConfig(Options):
 
     def identity(self) -> dict[str, Any]:
         """What decides the ingredients' weights, recorded in the run and every sidecar; a resume may not change it."""
-        return {k: v for k, v in self.to_dict().items() if k not in IDENTITY_EXCLUDED}
+        out = {k: v for k, v in self.to_dict().items() if k not in IDENTITY_EXCLUDED}
+        if out["train"]["average"] == "none":  # as before weight averaging existed: older runs keep their identity
+            out["train"] = {k: v for k, v in out["train"].items() if k not in ("average", "ema_decay")}
+        return out
 
     def identity_sha256(self) -> str:
         return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()

@@ -167,7 +167,8 @@ def model_from_sidecar(sidecar: dict) -> tuple[ModelConfig, int, int]:
 
 
 # Settings added after runs were first stored: a sidecar without them was made with these values.
-LATER_DEFAULTS = {"train.patience": 0, "trunk_epochs": 0, "eval.chunk": 0, "eval.device": ""}
+LATER_DEFAULTS = {"train.patience": 0, "trunk_epochs": 0, "eval.chunk": 0, "eval.device": "", "train.average": "none",
+                  "train.ema_decay": 0.8}
 
 
 def spec_fields(spec: IngredientSpec) -> dict:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import torch
@@ -103,6 +104,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
     seed_everything(spec.data_seed)  # dropout draws from here on are this ingredient's own
 
+    averaged = WeightAverage(spec.train.average, spec.train.ema_decay)
     best_val, best_epoch, best_state, history = float("-inf"), 0, None, []
     stale, epoch = 0, 0  # validations since the best one
     for epoch in range(1, spec.train.epochs + 1):
@@ -119,13 +121,16 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
         metrics = {"loss": sum(losses) / max(len(losses), 1)}
         if after_epoch is not None:
             after_epoch(epoch, model)
+        averaged.add(model)
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
-            scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
+            with averaged.swapped_in(model):  # with an average, it is what is validated and kept
+                scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
+                if scores["val"] > best_val:
+                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             metrics.update(scores)
             history.append({"epoch": epoch, **metrics, "seconds": round(time.perf_counter() - start, 3)})
             if scores["val"] > best_val:
                 best_val, best_epoch, stale = scores["val"], epoch, 0
-                best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             else:
                 stale += 1
         if on_epoch is not None:
@@ -143,6 +148,48 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     log.info("%s: best val %.4f at epoch %d (%.1fs)", spec.name, final["val"], best_epoch, seconds)
     return IngredientRecord(spec, best_state, final["val"], final["test"], final["train"], best_epoch, seconds,
                             history, graph.num_features, graph.num_classes, str(device), peak, epoch)
+
+
+class WeightAverage:
+    """A model's weights averaged over its epochs, the same device and dtype as the model's.
+
+    ``swa``: the mean of the weights at the end of every epoch so far (Izmailov et al., UAI 2018, *Averaging
+    Weights Leads to Wider Optima and Better Generalization*, with a constant learning rate and one sample per
+    epoch); ``ema``: ``decay`` · average + (1 − decay) · weights, each epoch. Integer buffers follow the model;
+    a batch norm's running statistics are averaged like the weights (SWA recomputes them; ladle's models default
+    to no norm). ``none`` keeps nothing and swaps nothing.
+    """
+
+    def __init__(self, kind: str = "none", decay: float = 0.8):
+        self.kind, self.decay, self.count, self.state = kind, decay, 0, None
+
+    def add(self, model: torch.nn.Module) -> None:
+        if self.kind == "none":
+            return
+        self.count += 1
+        now = model.state_dict()
+        if self.state is None:
+            self.state = {k: v.detach().clone() for k, v in now.items()}
+            return
+        keep = (self.count - 1) / self.count if self.kind == "swa" else self.decay
+        for k, v in now.items():
+            if v.is_floating_point():
+                self.state[k].mul_(keep).add_(v.detach(), alpha=1.0 - keep)
+            else:
+                self.state[k].copy_(v)
+
+    @contextmanager
+    def swapped_in(self, model: torch.nn.Module):
+        """The average in the model's place for the block; the model's own weights (and Adam's hold on them) after."""
+        if self.state is None:
+            yield
+            return
+        own = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        model.load_state_dict(self.state)
+        try:
+            yield
+        finally:
+            model.load_state_dict(own)
 
 
 def _training_graph(spec: IngredientSpec, graph: Graph) -> Graph:
