@@ -16,7 +16,7 @@ written above their tables, so any one table can be rerun alone), then renders t
    about an hour).
 
     python benchmarks/reproduce.py --quick     # under 20 minutes on 2 cores: fewer epochs, smaller graphs
-    python benchmarks/reproduce.py             # the full figures: about 8 hours on 2 cores (payoff 3.5, products 1)
+    python benchmarks/reproduce.py             # the full figures: about 8.5 hours on 2 cores (payoff 3.5, products 1.3)
     python benchmarks/reproduce.py --quick --sections small,size   # some sections only
     python benchmarks/reproduce.py --resume    # reuse the sections an earlier (stopped) run finished
 
@@ -81,7 +81,7 @@ MODES = {
     },
 }
 SECTIONS = ("small", "large", "scaling", "speed", "size", "payoff", "products")
-FULL_ONLY = {"products"}  # csbm-products takes about an hour and most of the machine's memory: the full mode only
+FULL_ONLY = {"products"}  # csbm-products takes over an hour and most of the machine's memory: the full mode only
 RESUMABLE = {"small", "payoff"}  # sections that keep their finished work when stopped (accuracy.py's records)
 # Each mode's report has its own folder; their plots share docs/results/, named after the mode. docs/RESULTS.md
 # is the index of the two reports.
@@ -382,6 +382,8 @@ def products(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
         peak = peaks.get({"training": "train"}.get(stage, stage), "")
         if stage == "trunk":
             peak = "in the training row's"
+        elif stage == "training" and record.get("resumed"):
+            peak = "not recorded (a resumed run: its models were trained by an earlier attempt)"
         elif stage == "training" and peak != "":
             peak = f"{peak} (trunk and training)"
         stages.append(f"| {stage} | {seconds:.0f} | {peak} |")
