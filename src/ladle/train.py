@@ -125,11 +125,12 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
             with averaged.swapped_in(model):  # with an average, it is what is validated and kept
                 scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
-                if scores["val"] > best_val:
+                improved = scores["val"] > best_val
+                if improved:
                     best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             metrics.update(scores)
             history.append({"epoch": epoch, **metrics, "seconds": round(time.perf_counter() - start, 3)})
-            if scores["val"] > best_val:
+            if improved:
                 best_val, best_epoch, stale = scores["val"], epoch, 0
             else:
                 stale += 1
