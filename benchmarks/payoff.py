@@ -4,7 +4,9 @@ Each pipeline trains K = 4 ingredients to convergence (early stopping on validat
 optionally branched from a shared trunk of E epochs, and beside them one model given the same total compute
 (K times the ingredients' epoch cap and patience, from the same trunk: what data-parallel training with K
 workers would reach at perfect scaling). Rows: the best ingredient (chosen on validation), the single model with
-K times the budget, the uniform, greedy, GIS and learned soups, and the ensemble (K models at inference). Every
+K times the budget, that model's own weights averaged over its epochs (its SWA, best epoch by validation,
+stopped where the model stopped: free, no other worker), the uniform, greedy, GIS and learned soups, and the
+ensemble (K models at inference). Every
 selection uses validation; test is reported. Metrics are each graph's published one: accuracy for Cora, CiteSeer
 (Planetoid public split), squirrel_filtered and the synthetic graphs, ROC-AUC for tolokers (Platonov et al.,
 ICLR 2023, score both so); for the npz graphs split s of the file serves seed s.
@@ -15,8 +17,9 @@ ICLR 2023, score both so); for the npz graphs split s of the file serves seed s.
 
 Each finished pipeline is one JSON object per line in ``--records`` (default runs/payoff/records.jsonl); a rerun
 skips the pipelines already there, so a stopped run carries on. The table gives mean ± std over seeds (test, in
-points); the last line is key=value pairs: ``gis_wins=N cells=M gis_mean_gain=… gis_vs_long=… trunk_gain=…``
-(GIS's mean gain over the best ingredient, over the single K-budget model, and what the trunk adds to GIS's gain).
+points); the last line is key=value pairs: ``gis_wins=N cells=M gis_mean_gain=… gis_vs_long=… gis_vs_long_swa=…
+trunk_gain=…`` (GIS's mean gain over the best ingredient, over the single K-budget model, over that model's SWA in
+the cells that have it, and what the trunk adds to GIS's gain).
 """
 from __future__ import annotations
 
@@ -28,9 +31,10 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-ROWS = ["best", "long", "uniform", "greedy", "gis", "learned", "ensemble"]
-LABELS = {"best": "best ingredient", "long": "single model, 4x budget", "uniform": "uniform", "greedy": "greedy",
-          "gis": "GIS", "learned": "learned (fit on val)", "ensemble": "ensemble (4 models)"}
+ROWS = ["best", "long", "long_swa", "uniform", "greedy", "gis", "learned", "ensemble"]
+LABELS = {"best": "best ingredient", "long": "single model, 4x budget", "long_swa": "its SWA",
+          "uniform": "uniform", "greedy": "greedy", "gis": "GIS", "learned": "learned (fit on val)",
+          "ensemble": "ensemble (4 models)"}
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
               "long": results["baselines"]["long"]["test"], "long_val": results["baselines"]["long"]["val"],
               "epochs_ingredients": [r["epochs_trained"] for r in results["ingredients"]],
               "epochs_long": results["baselines"]["long"]["epochs_trained"], "epoch_cap": cell.epochs,
+              **({"long_swa": swa["test"], "long_swa_val": swa["val"], "long_swa_epoch": swa["best_epoch"]}
+                 if (swa := results["baselines"].get("long-swa")) else {}),
               "seconds": {"load": round(clock["load"], 1), "partition": round(clock.get("partition", 0.0), 1),
                           "trunk": round(trunk_seconds, 1),
                           "training": round(training_s, 1), "soups": round(souped - trained, 1),
@@ -175,7 +181,7 @@ def table(records: list[dict]) -> tuple[list[str], dict]:
     head = ("| cell | trunk | n | " + " | ".join(LABELS[r] for r in ROWS)
             + " | GIS − best | epochs (ingr. / long) | s: trunk / train / soups |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    gains, versus_long, wins, by_trunk, real = [], [], 0, {}, []
+    gains, versus_long, versus_swa, wins, by_trunk, real = [], [], [], 0, {}, []
     for (cell, trunk, cap), rs in sorted(groups.items()):
         metric = rs[0]["metric"]
 
@@ -193,6 +199,8 @@ def table(records: list[dict]) -> tuple[list[str], dict]:
         if counted:
             gains.append(gain)
             versus_long.append(means["gis"][0] - means["long"][0])
+            if means["long_swa"][0] is not None:
+                versus_swa.append(means["gis"][0] - means["long_swa"][0])
             wins += gain >= 0
             by_trunk.setdefault((cell, cap), {})[trunk] = gain  # the trunk's effect at one cap, not across caps
             if not cell.startswith("csbm"):
@@ -209,6 +217,8 @@ def table(records: list[dict]) -> tuple[list[str], dict]:
     figures = {"gis_wins": wins, "cells": len(gains),
                "gis_mean_gain": round(statistics.fmean(gains), 3) if gains else "nan",
                "gis_vs_long": round(statistics.fmean(versus_long), 3) if versus_long else "nan",
+               "gis_vs_long_swa": round(statistics.fmean(versus_swa), 3) if versus_swa else "nan",
+               "cells_long_swa": len(versus_swa),
                # The same over the real graphs alone: the synthetic ones (csbm-*) are where soups pay.
                "gis_wins_real": sum(g >= 0 for g in real), "cells_real": len(real),
                "gis_mean_gain_real": round(statistics.fmean(real), 3) if real else "nan",

@@ -356,7 +356,8 @@ def payoff(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
     body = [heading("Soups against converged ingredients and equal compute", ran), "",
             "K = 4 ingredients trained to convergence (early stopping on validation within an epoch cap), with no "
             "trunk and with a shared trunk of E epochs, against the best ingredient (by validation), one model "
-            "given K times the budget from the same start, and the ensemble; test, mean ± std over seeds, in "
+            "given K times the budget from the same start, that model's weights averaged over its epochs (its "
+            "SWA), and the ensemble; test, mean ± std over seeds, in "
             "points of each graph's metric; ↓ marks a row below the best ingredient. Seconds are per pipeline.",
             "", *table]
     return "\n".join(body), {f"payoff_{k}": v for k, v in ran["figures"].items() if k != "minutes"}
@@ -367,7 +368,8 @@ def products(mode: dict, work: Path, plots: Path) -> tuple[str, dict]:
     ran = run_script("payoff.py", [*mode["products"], "--records", str(records), "--work", str(work / "products")],
                      work / "products.log")
     record = json.loads(records.read_text().splitlines()[-1])
-    rows = [("best ingredient", "best"), ("single model, 4x budget", "long"), ("uniform", "uniform"),
+    rows = [("best ingredient", "best"), ("single model, 4x budget", "long"),
+            ("its SWA (its weights averaged over its epochs)", "long_swa"), ("uniform", "uniform"),
             ("greedy", "greedy"), ("GIS", "gis"), ("learned (fit on val)", "learned"),
             ("partition learned (fit on val)", "pls"), ("ensemble (4 models)", "ensemble")]
     table = ["| row | val | test | test − best ingredient |", "|---|---|---|---|"]

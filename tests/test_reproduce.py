@@ -159,3 +159,8 @@ def test_payoff_summary_splits_real_from_synthetic_graphs_and_pairs_trunks_at_on
     assert figures["gis_mean_gain"] == round((-1 + 1 + 1 + 4 + 3 + 12) / 6, 3)
     # Cora: +2 (from -1 to +1), csbm-arxiv: +3; products' two settings ran at different caps: no pair
     assert figures["trunk_gain"] == 2.5
+    assert figures["gis_vs_long_swa"] == "nan" and figures["cells_long_swa"] == 0
+    records[3]["long_swa"] = 0.77  # the long model's SWA, recorded where the run kept it: compared there only
+    lines, figures = payoff.table(records)
+    assert figures["cells_long_swa"] == 1 and figures["gis_vs_long_swa"] == -3.0
+    assert "77.00 ± 0.00" in next(line for line in lines if line.startswith(f"| {arxiv} (acc) | 2 |"))

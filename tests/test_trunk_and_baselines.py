@@ -93,6 +93,41 @@ def test_a_look_at_the_weights_after_each_epoch_changes_nothing(trunk_run):
     assert all(torch.equal(best[k], record.state[k]) for k in best)  # what it saw is what was validated
 
 
+def test_the_long_model_keeps_the_average_of_its_weights_as_a_second_baseline(trunk_run):
+    """The long model's SWA (the strongest single-model baseline: no other worker, no more steps) is stored
+    beside it as long-swa: the float64 mean of the long model's weights at the end of epochs 1..its best
+    epoch, the best by validation; tracking it changes nothing of the long model, and it is a row of the report
+    that `ladle verify` checks."""
+    run, cfg = RunDir(trunk_run), config(baseline="long")
+    graph = load_graph(SMALL)
+    trunk_state, trunk = run.load_checkpoint(cfg.trunk_spec())
+    long, swa = cfg.baseline_specs()
+    assert (long.role, swa.role, swa.train.average, long.train.average) == ("long", "long-swa", "swa", "none")
+    stored_long, _ = run.load_checkpoint(long)
+    stored_swa, sidecar = run.load_checkpoint(swa)
+    assert sidecar["average_of"] == "long" and sidecar["trunk_sha256"] == trunk["sha256"]
+    assert (trunk_run / "baselines" / "long-swa.safetensors").exists()
+    seen = []
+    alone = train_ingredient(replace(long, track_average="none"), graph, start_state=trunk_state,
+                             after_epoch=lambda e, m: seen.append(
+                                 {k: v.detach().to(torch.float64, copy=True) for k, v in m.state_dict().items()}))
+    assert all(torch.equal(stored_long[k], alone.state[k]) for k in stored_long)  # tracking took nothing from it
+    assert alone.companion is None and len(seen) == 18
+    history = [h["val"] for h in sidecar["history"]]
+    assert len(history) == 18 and sidecar["best_epoch"] == history.index(max(history)) + 1
+    upto = seen[:sidecar["best_epoch"]]
+    for k, kept in stored_swa.items():
+        assert torch.allclose(kept.to(torch.float64), sum(s[k] for s in upto) / len(upto), atol=1e-6)
+    results = json.loads((trunk_run / "results.json").read_text())
+    row = results["baselines"]["long-swa"]
+    assert row["scores"] == "recomputed" and row["average"] == "swa" and row["best_epoch"] == sidecar["best_epoch"]
+    assert f"single model, 3x budget (SWA of its weights, best at epoch {row['best_epoch']})" in \
+        (trunk_run / "report.md").read_text()
+    assert main(["verify", str(trunk_run)]) == 0
+    averaged = config(baseline="long", train={"epochs": 6, "average": "ema"})
+    assert [s.role for s in averaged.baseline_specs()] == ["long"]  # already averaged: nothing more to track
+
+
 @pytest.mark.parametrize("stop_at", ["trunk", "ingredient-01"])
 def test_a_run_stopped_in_the_trunk_or_the_ingredients_resumes_bit_identical(trunk_run, tmp_path, monkeypatch,
                                                                             stop_at):

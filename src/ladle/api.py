@@ -186,7 +186,7 @@ def _trunk(config: RunConfig, graph: Graph, store: IngredientStore, run_dir: Run
 
 
 def _stored_any(run_dir: RunDir, config: RunConfig) -> bool:
-    specs = [s for s in (config.trunk_spec(), config.long_spec()) if s is not None] + config.ingredient_specs()
+    specs = [s for s in [config.trunk_spec(), *config.baseline_specs()] if s is not None] + config.ingredient_specs()
     return any(run_dir.has(s) for s in specs)
 
 
@@ -365,7 +365,7 @@ def _check_trunk_and_baseline(run_dir: RunDir, config: RunConfig) -> None:
     from ladle.store import spec_differences
 
     trunk_sha = None
-    for spec in (config.trunk_spec(), config.long_spec()):
+    for spec in [config.trunk_spec(), *config.baseline_specs()]:
         if spec is None or not run_dir.has(spec):
             continue
         _, sidecar = run_dir.load_checkpoint(spec)
@@ -377,8 +377,7 @@ def _check_trunk_and_baseline(run_dir: RunDir, config: RunConfig) -> None:
         if spec.role == "trunk":
             trunk_sha = sidecar["sha256"]
     branched = [s for s in run_dir.ingredient_sidecars() if s.get("trunk_sha256")]
-    if config.long_spec() is not None and run_dir.has(config.long_spec()):
-        branched.append(run_dir.load_checkpoint(config.long_spec())[1])
+    branched += [run_dir.load_checkpoint(s)[1] for s in config.baseline_specs() if run_dir.has(s)]
     for sidecar in branched:
         if sidecar["trunk_sha256"] != trunk_sha:
             what = "is missing" if trunk_sha is None else "is not the one it started from"
@@ -458,11 +457,12 @@ def _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch):
     scores = {i.name: {"sha256": fingerprints[i.name], "val": val.score(i.state), "test": test.score(i.state)}
               for i in ingredients} if soups else {}
     baselines = {}
-    long = config.long_spec()
-    if soups and long is not None and run_dir.has(long):  # scored like the ingredients, from its weights
-        state, sidecar = run_dir.load_checkpoint(long)
-        check_weights(str(run_dir.checkpoint_path(long)), state, model_config, graph.num_features, graph.num_classes)
-        baselines["long"] = {"sha256": sidecar["sha256"], "val": val.score(state), "test": test.score(state)}
+    for spec in config.baseline_specs() if soups else ():  # scored like the ingredients, from their weights
+        if run_dir.has(spec):
+            state, sidecar = run_dir.load_checkpoint(spec)
+            check_weights(str(run_dir.checkpoint_path(spec)), state, model_config, graph.num_features,
+                          graph.num_classes)
+            baselines[spec.role] = {"sha256": sidecar["sha256"], "val": val.score(state), "test": test.score(state)}
     written = {}
     for method in soups:
         if on_soup:

@@ -49,9 +49,8 @@ class TrainConfig(Options):
     eval_every: int = option(1, "validate every k epochs", low=1)
     patience: int = option(0, "early stopping: validations without improvement before an ingredient stops, "
                               "keeping its best weights (0: train every epoch)", low=0, high=1_000_000)
-    average: str = option("none", "average each model's weights over its epochs, and validate, early-stop on and "
-                                  "keep the average: swa (the mean of every epoch's end, Izmailov et al., 2018) or "
-                                  "ema (an exponential moving average)", choices=("none", "swa", "ema"))
+    average: str = option("none", "validate, early-stop on and keep each model's weights averaged over its epochs: "
+                                  "swa (their mean, Izmailov et al., 2018), ema", choices=("none", "swa", "ema"))
     ema_decay: float = option(0.8, "the ema's weight on its past, per epoch", low=0.0, high=1.0, open_low=True)
 
     def validate(self):
@@ -87,11 +86,10 @@ class EvalConfig(Options):
 
 @dataclass(frozen=True)
 class IngredientSpec:
-    """Everything one worker needs to train one model of a run, and nothing else.
-
-    ``role`` is ``ingredient`` (the soups' members), ``trunk`` (trained once, the ingredients' start) or
-    ``long`` (the equal-compute baseline: one model, K times the budget); ``trunk_epochs`` > 0 means this
-    model starts from the run's stored trunk.
+    """Everything one worker needs to train one model of a run, and nothing else. ``role``: ``ingredient`` (the
+    soups' members), ``trunk`` (trained once, the ingredients' start) or ``long`` (the equal-compute baseline: one
+    model, K times the budget); ``trunk_epochs`` > 0: from the stored trunk. ``track_average`` also keeps its weights'
+    best-validated average over its epochs, changing nothing of its own training (its spec: :meth:`average_spec`).
     """
 
     index: int
@@ -105,10 +103,16 @@ class IngredientSpec:
     role: str = "ingredient"
     trunk_epochs: int = 0
     eval: EvalConfig = field(default_factory=EvalConfig)
+    track_average: str = "none"
 
     @property
     def name(self) -> str:
         return f"ingredient-{self.index:02d}" if self.role == "ingredient" else self.role
+
+    def average_spec(self) -> IngredientSpec | None:  # role long-swa for the long model's SWA
+        return None if self.track_average == "none" else dataclasses.replace(
+            self, role=f"{self.role}-{self.track_average}", track_average="none",
+            train=dataclasses.replace(self.train, average=self.track_average))
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ class RunConfig(Options):
     metric: str = option("auto", "what selects and is reported (auto: the dataset's own; ROC-AUC for a binary npz "
                                  "graph)", choices=("auto", "acc", "rocauc", "f1"))
     baseline: str = option("none", "long: also train one model with K times an ingredient's epochs and patience, "
-                                   "the equal-compute row of the report", choices=("none", "long"))
+                                   "the report's equal-compute rows (its weights, and their SWA)", choices=("none", "long"))
     soups: tuple[str, ...] = option(("uniform", "greedy", "gis", "ensemble"), "soup methods, in order", flag="")
     soup_options: tuple = option((), "each soup's options, (name, options) pairs", flag="")
     model: ModelConfig = option(ModelConfig(), "", flag="")
@@ -176,24 +180,26 @@ class RunConfig(Options):
                 for i, r in enumerate(per_ingredient)]
 
     def trunk_spec(self) -> IngredientSpec | None:
-        """The shared trunk: the run's sampler on the whole graph, validated once, at its last epoch (its weights
-        after ``trunk.epochs`` epochs, the branching point), with a data seed of its own."""
+        """The shared trunk: the run's sampler on the whole graph, validated once, at its last epoch (its own
+        weights after ``trunk.epochs`` epochs, never an average: the branching point), with a data seed of its own."""
         if not self.trunk.epochs:
             return None
-        # The branching point is the trunk's own weights, not an average of them.
         train = dataclasses.replace(self.train, epochs=self.trunk.epochs, eval_every=self.trunk.epochs, patience=0,
                                     average="none")
         return self._spec(0, self.sampler, derive_seed(self.seed, "trunk"), train=train, role="trunk")
 
     def long_spec(self) -> IngredientSpec | None:
-        """The equal-compute baseline: one model on the whole graph with K times an ingredient's epochs and
-        patience, from the trunk when there is one, so both sides spend the same epochs."""
+        """The equal-compute baseline: K times an ingredient's epochs and patience, from the trunk if there is one."""
         if self.baseline != "long":
             return None
         k = self.ingredients
         train = dataclasses.replace(self.train, epochs=k * self.train.epochs, patience=k * self.train.patience)
         return self._spec(0, self.sampler, derive_seed(self.seed, "long"), train=train, role="long",
-                          trunk_epochs=self.trunk.epochs)
+                          trunk_epochs=self.trunk.epochs, track_average="swa" if self.train.average == "none" else "none")
+
+    def baseline_specs(self) -> list[IngredientSpec]:
+        """The long model and, unless it is averaged already, its weights' SWA (free: no other worker, no more steps)."""
+        return [] if self.baseline != "long" else [s for s in (self.long_spec(), self.long_spec().average_spec()) if s]
 
     def identity(self) -> dict[str, Any]:
         """What decides the ingredients' weights, recorded in the run and every sidecar; a resume may not change it."""

@@ -51,9 +51,10 @@ def build_results(run_dir: RunDir) -> dict:
     results = {"dataset": sidecars[0]["dataset"] if sidecars else {"name": config.dataset},
                "model": config.model.name, "config": config.to_dict(), "ingredients": ingredients,
                "trunk": _stored(run_dir, config.trunk_spec(), stored), "baselines": {}}
-    long = _stored(run_dir, config.long_spec(), stored)
-    if long is not None:
-        results["baselines"]["long"] = long
+    for spec in config.baseline_specs():
+        entry = _stored(run_dir, spec, stored)
+        if entry is not None:
+            results["baselines"][spec.role] = entry
     if not ingredients:
         return {**results, "best_ingredient": None, "ingredient_mean": None, "soups": {}}
     best = max(ingredients, key=lambda r: r["val"])  # first of equals: the lowest index
@@ -85,7 +86,9 @@ def _stored(run_dir: RunDir, spec, soups: dict) -> dict | None:
     _, sidecar = run_dir.load_checkpoint(spec)
     entry = {"val": sidecar["scores"]["val"], "test": sidecar["scores"]["test"], "scores": "recorded",
              "epochs": spec.train.epochs, "epochs_trained": sidecar.get("epochs_trained"),
-             "seconds": sidecar["seconds"]}
+             "best_epoch": sidecar.get("best_epoch"), "seconds": sidecar["seconds"]}
+    if sidecar.get("average_of"):
+        entry["average"] = spec.train.average
     for soup in soups.values():
         found = soup.get("baseline_scores", {}).get(spec.role)
         if found is not None and found["sha256"] == sidecar["sha256"]:
@@ -105,7 +108,9 @@ def table_rows(results: dict) -> list[dict]:
                      "val_std": m["val_std"], "test_std": m["test_std"], "gain": None})
     for b in results.get("baselines", {}).values():
         k = len(results["ingredients"])
-        rows.append({"label": f"single model, {k}x budget ({b['epochs_trained']} epochs)"
+        what = (f"{b['average'].upper()} of its weights, best at epoch {b['best_epoch']}" if b.get("average")
+                else f"{b['epochs_trained']} epochs")
+        rows.append({"label": f"single model, {k}x budget ({what})"
                               + ("*" if b["scores"] == "recorded" else ""), "kind": "reference",
                      "val": b["val"], "test": b["test"], "gain": b["gain_test"], "seconds": b["seconds"]})
     for name, s in results["soups"].items():

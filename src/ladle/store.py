@@ -218,7 +218,8 @@ class RunDir:
         self.soups = self.path / "soups"
         self.plots = self.path / "plots"
         self.trunk = self.path / "trunk"  # trunk.safetensors: where every ingredient starts, when trunk.epochs > 0
-        self.baselines = self.path / "baselines"  # long.safetensors: one model, K times an ingredient's budget
+        # long.safetensors: one model, K times an ingredient's budget; long-swa.safetensors: its weights' average
+        self.baselines = self.path / "baselines"
 
     # ---- creating and opening
 
@@ -276,7 +277,7 @@ class RunDir:
     # ---- ingredients and soups
 
     def folder_for(self, role: str) -> Path:
-        return {"ingredient": self.ingredients, "trunk": self.trunk, "long": self.baselines}[role]
+        return {"ingredient": self.ingredients, "trunk": self.trunk}.get(role, self.baselines)
 
     def checkpoint_path(self, spec: IngredientSpec) -> Path:
         return self.folder_for(spec.role) / f"{spec.name}.safetensors"
@@ -310,6 +311,7 @@ class RunDir:
             "best_epoch": record.best_epoch,
             "epochs_trained": record.epochs_trained,
             "trunk_sha256": record.trunk_sha256,
+            **({"average_of": record.average_of} if record.average_of else {}),
             "seconds": record.seconds,
             "device": record.device,
             "peak_device_mb": record.peak_device_mb,

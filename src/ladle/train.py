@@ -45,6 +45,8 @@ class IngredientRecord:
     peak_device_mb: float | None = None  # the CUDA allocator's peak while training (None on the CPU)
     epochs_trained: int = 0  # fewer than the spec's epochs when early stopping ended training
     trunk_sha256: str | None = None  # the stored trunk this model started from
+    average_of: str | None = None  # the model whose weights, averaged over its epochs, these are
+    companion: IngredientRecord | None = None  # the tracked average of this model's weights (spec.track_average)
 
     @property
     def name(self) -> str:
@@ -84,6 +86,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     initialisation; the data seed still governs everything after. ``graph`` may already be on ``device``.
     ``after_epoch(epoch, model)`` sees the weights after each epoch's steps, before validation (a benchmark's
     own look at them, e.g. averaging them); it must leave the model and the random streams as it found them.
+    With ``spec.track_average`` the record's ``companion`` is the best-validated average of the weights over the
+    epochs this model trained (validated at every validation of the model, ties keeping the earlier epoch).
     """
     start = time.perf_counter()
     device = torch.device(device)
@@ -105,6 +109,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     seed_everything(spec.data_seed)  # dropout draws from here on are this ingredient's own
 
     averaged = WeightAverage(spec.train.average, spec.train.ema_decay)
+    tracked = _Tracked(WeightAverage(spec.track_average, spec.train.ema_decay)) if spec.track_average != "none" \
+        else None
     best_val, best_epoch, best_state, history = float("-inf"), 0, None, []
     stale, epoch = 0, 0  # validations since the best one
     for epoch in range(1, spec.train.epochs + 1):
@@ -122,6 +128,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
         if after_epoch is not None:
             after_epoch(epoch, model)
         averaged.add(model)
+        if tracked is not None:
+            tracked.average.add(model)
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
             with averaged.swapped_in(model):  # with an average, it is what is validated and kept
                 scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
@@ -129,6 +137,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
                 if improved:
                     best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
             metrics.update(scores)
+            if tracked is not None:
+                metrics[f"val_{spec.track_average}"] = tracked.validate(model, graph_on_device, epoch, spec.eval.chunk)
             history.append({"epoch": epoch, **metrics, "seconds": round(time.perf_counter() - start, 3)})
             if improved:
                 best_val, best_epoch, stale = scores["val"], epoch, 0
@@ -142,13 +152,38 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
                 on_epoch(spec.name, epoch, epoch, best_val, {})  # done: the progress bar ends here
             break
 
-    model.load_state_dict(best_state)
-    final = split_scores(model, graph_on_device, chunk_size=spec.eval.chunk)
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
+    companion = None
+    if tracked is not None:
+        model.load_state_dict(tracked.best_state)
+        final = split_scores(model, graph_on_device, chunk_size=spec.eval.chunk)
+        companion = IngredientRecord(spec.average_spec(), tracked.best_state, final["val"], final["test"],
+                                     final["train"], tracked.best_epoch, seconds, tracked.history, graph.num_features,
+                                     graph.num_classes, str(device), peak, epoch, average_of=spec.name)
+        log.info("%s: best val %.4f at epoch %d", companion.name, final["val"], tracked.best_epoch)
+    model.load_state_dict(best_state)
+    final = split_scores(model, graph_on_device, chunk_size=spec.eval.chunk)
     log.info("%s: best val %.4f at epoch %d (%.1fs)", spec.name, final["val"], best_epoch, seconds)
     return IngredientRecord(spec, best_state, final["val"], final["test"], final["train"], best_epoch, seconds,
-                            history, graph.num_features, graph.num_classes, str(device), peak, epoch)
+                            history, graph.num_features, graph.num_classes, str(device), peak, epoch,
+                            companion=companion)
+
+
+class _Tracked:
+    """An average of a model's weights validated beside it, its best kept; the model's own training never sees it."""
+
+    def __init__(self, average: WeightAverage):
+        self.average, self.best_val, self.best_epoch, self.best_state, self.history = average, float("-inf"), 0, None, []
+
+    def validate(self, model: torch.nn.Module, graph: Graph, epoch: int, chunk: int) -> float:
+        with self.average.swapped_in(model):
+            val = split_scores(model, graph, ("val",), chunk)["val"]
+            if val > self.best_val:
+                self.best_val, self.best_epoch = val, epoch
+                self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+        self.history.append({"epoch": epoch, "val": val})
+        return val
 
 
 class WeightAverage:

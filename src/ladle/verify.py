@@ -21,6 +21,9 @@ from ladle.errors import LadleError
 from ladle.files import read_json, read_jsonl
 from ladle.store import RunDir, check_sidecar, model_from_sidecar, read_weights, spec_differences, timeline_entry
 
+# The run's models that are neither ingredients nor soups, and their folders.
+STORED_MODELS = {"trunk": "trunk", "long": "baselines", "long-swa": "baselines", "long-ema": "baselines"}
+
 
 @dataclass
 class Check:
@@ -58,7 +61,7 @@ def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path |
                 sidecars[sidecar_path.stem] = sidecar
     ingredient_names = [n for n in sidecars if n.startswith("ingredient-")]
     checks += _ingredients_fit_config(run_dir, config, {n: sidecars[n] for n in ingredient_names})
-    checks += _soups_fit_ingredients(run_dir, {n: s for n, s in sidecars.items() if n not in ("trunk", "long")},
+    checks += _soups_fit_ingredients(run_dir, {n: s for n, s in sidecars.items() if n not in STORED_MODELS},
                                      ingredient_names)
     try:
         api._check_trunk_and_baseline(run_dir, config)
@@ -214,7 +217,7 @@ def _scores(config, graph, states: dict, sidecars: dict, ingredient_names: list[
         claims = []
         if name in actual:
             claims.append((name, sidecar["scores"], actual[name]))
-        elif name in ("trunk", "long"):
+        elif name in STORED_MODELS:
             claims.append((name, sidecar["scores"], {s: evaluators[s].score(states[name]) for s in ("val", "test")}))
         else:
             for member, entry in sidecar.get("ingredient_scores", {}).items():
@@ -230,7 +233,7 @@ def _scores(config, graph, states: dict, sidecars: dict, ingredient_names: list[
         wrong = [f"{who}: {split} recorded {recorded[split]:.4f}, the weights score {got[split]:.4f}"
                  for who, recorded, got in claims for split in ("val", "test")
                  if abs(recorded[split] - got[split]) > tolerance[split]]
-        folder = {"trunk": "trunk", "long": "baselines"}.get(name, "ingredients" if name in actual else "soups")
+        folder = STORED_MODELS.get(name, "ingredients" if name in actual else "soups")
         where = str(Path(folder) / f"{name}.json")
         checks.append(Check(where, not wrong, "; ".join(wrong[:3]) if wrong else "recorded scores match the weights"))
     return checks

@@ -90,9 +90,11 @@ def train_and_store(spec: IngredientSpec, graph: Graph, store: IngredientStore, 
         start_state = store.start_state(spec)
         record = train_ingredient(spec, graph, device=device_for(device, spec.index), on_epoch=progress,
                                   start_state=start_state)
-        if start_state is not None:
-            record.trunk_sha256 = store.trunk_sha256
-        store.save(record)
+        for stored in filter(None, (record.companion, record)):
+            if start_state is not None:
+                stored.trunk_sha256 = store.trunk_sha256
+            # The companion first: the model's own sidecar, written last, is what says this work is done.
+            store.save(stored)
         return Finished(record.name, record.val, record.test, record.seconds, worker, socket.gethostname(),
                         started, time.time())
     finally:
