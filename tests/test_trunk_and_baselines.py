@@ -123,6 +123,9 @@ def test_the_long_model_keeps_the_average_of_its_weights_as_a_second_baseline(tr
     assert row["scores"] == "recomputed" and row["average"] == "swa" and row["best_epoch"] == sidecar["best_epoch"]
     assert f"single model, 3x budget (SWA of its weights, best at epoch {row['best_epoch']})" in \
         (trunk_run / "report.md").read_text()
+    lines = [json.loads(line) for line in (trunk_run / "results.jsonl").read_text().splitlines()]
+    assert [(r["name"], r["test"]) for r in lines if r["kind"] == "baseline"] == \
+        [(n, results["baselines"][n]["test"]) for n in ("long", "long-swa")]
     assert main(["verify", str(trunk_run)]) == 0
     averaged = config(baseline="long", train={"epochs": 6, "average": "ema"})
     assert [s.role for s in averaged.baseline_specs()] == ["long"]  # already averaged: nothing more to track

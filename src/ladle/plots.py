@@ -24,7 +24,7 @@ def _save(fig, path: Path, root: Path | None = None) -> None:
 
 
 def plot_scores(results: dict, path: Path, root: Path | None = None) -> None:
-    """Validation and test score of each ingredient (dots) and each soup (bars)."""
+    """Validation and test score of each ingredient (dots), each soup (bars) and each baseline (dotted lines)."""
     plt = _pyplot()
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     soups = results["soups"]
@@ -35,9 +35,12 @@ def plot_scores(results: dict, path: Path, root: Path | None = None) -> None:
         ax.bar(range(1, len(names) + 1), [soups[n][split] for n in names],
                color=["tab:blue" if soups[n]["is_soup"] else "tab:orange" for n in names])
         ax.axhline(results["best_ingredient"][split], color="black", ls="--", lw=1, label="best ingredient (by val)")
+        for (name, b), colour in zip(results.get("baselines", {}).items(), ("tab:red", "tab:purple")):
+            ax.axhline(b[split], color=colour, ls=":", lw=1.5, label=name + (f" (its weights' {b['average'].upper()})" if b.get("average")
+                                                        else " (one model, K× budget)"))
         ax.set_xticks(range(len(names) + 1), ["ingredients"] + names, rotation=30)
         ax.set_title(f"{split} {results['dataset'].get('metric', '')}")
-        low = min(scores + [soups[n][split] for n in names])
+        low = min(scores + [soups[n][split] for n in names] + [b[split] for b in results.get("baselines", {}).values()])
         ax.set_ylim(max(0.0, low - 0.05), None)
     axes[0].legend(loc="lower left", fontsize=8)
     fig.suptitle(f"{results['dataset']['name']} · {results['model']}")

@@ -146,6 +146,7 @@ def write_report(run_dir: RunDir) -> dict:
     results["timeline"] = timeline
     run_dir.write("results.json", (json.dumps(results, indent=2) + "\n").encode())
     lines = [json.dumps({"kind": "ingredient", **r}) for r in results["ingredients"]]
+    lines += [json.dumps({"kind": "baseline", "name": n, **b}) for n, b in results["baselines"].items()]
     lines += [json.dumps({"kind": "soup" if s["is_soup"] else "reference", "name": n, **s})
               for n, s in results["soups"].items()]
     run_dir.write("results.jsonl", ("\n".join(lines) + "\n").encode())
