@@ -36,8 +36,8 @@ def plot_scores(results: dict, path: Path, root: Path | None = None) -> None:
                color=["tab:blue" if soups[n]["is_soup"] else "tab:orange" for n in names])
         ax.axhline(results["best_ingredient"][split], color="black", ls="--", lw=1, label="best ingredient (by val)")
         for (name, b), colour in zip(results.get("baselines", {}).items(), ("tab:red", "tab:purple")):
-            ax.axhline(b[split], color=colour, ls=":", lw=1.5, label=name + (f" (its weights' {b['average'].upper()})" if b.get("average")
-                                                        else " (one model, K× budget)"))
+            what = f"its weights' {b['average'].upper()}" if b.get("average") else "one model, K× budget"
+            ax.axhline(b[split], color=colour, ls=":", lw=1.5, label=f"{name} ({what})")
         ax.set_xticks(range(len(names) + 1), ["ingredients"] + names, rotation=30)
         ax.set_title(f"{split} {results['dataset'].get('metric', '')}")
         low = min(scores + [soups[n][split] for n in names] + [b[split] for b in results.get("baselines", {}).values()])
