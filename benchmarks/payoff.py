@@ -51,8 +51,10 @@ class Cell:
     @property
     def label(self) -> str:
         name = self.dataset.split("/")[-1].replace(".npz", "")
-        average = self.extra.get("train", {}).get("average", "none")
-        return f"{name} {self.model} {self.sampler['name']}" + ("" if average == "none" else f" {average}")
+        train = self.extra.get("train", {})
+        average, decay = train.get("average", "none"), train.get("weight_decay")
+        return (f"{name} {self.model} {self.sampler['name']}" + ("" if average == "none" else f" {average}")
+                + ("" if decay is None else f" wd{decay:g}"))
 
 
 def cells(args) -> list[Cell]:
@@ -75,9 +77,10 @@ def cells(args) -> list[Cell]:
                     {"model": {"hidden": 128}, "eval": {"chunk": 100_000}, "soups": ["uniform", "greedy", "gis", "pls",
                                                                                     "ensemble"],
                      "learned": {"epochs": 20, "parts": 32, "parts_per_epoch": 4}})]
-    if getattr(args, "average", "none") != "none":  # every model's weights averaged over its epochs: own rows
-        out = [replace(c, extra={**c.extra, "train": {**c.extra.get("train", {}), "average": args.average}})
-               for c in out]
+    changed = {**({"average": args.average} if getattr(args, "average", "none") != "none" else {}),
+               **({"weight_decay": args.weight_decay} if getattr(args, "weight_decay", None) is not None else {})}
+    if changed:  # every model's weights averaged over its epochs, or another weight decay: rows of their own
+        out = [replace(c, extra={**c.extra, "train": {**c.extra.get("train", {}), **changed}}) for c in out]
     if args.quick:
         out = [Cell(c.dataset, c.model, c.sampler, 1, max(1, c.trunk // 10), max(2, c.epochs // 10),
                     max(1, c.patience // 10), c.extra) for c in out[:1] + out[6:8]]
@@ -243,6 +246,8 @@ def main(argv=None) -> int:
     parser.add_argument("--average", choices=("none", "swa", "ema"), default="none",
                         help="train every model (ingredients and the long one) with its weights averaged over its "
                              "epochs (train.average); the rows carry its name")
+    parser.add_argument("--weight-decay", type=float, default=None,
+                        help="every model's Adam weight decay (default: ladle's, 5e-4); the rows carry it (wd0 ...)")
     parser.add_argument("--stop-after", type=float, default=0, metavar="MINUTES",
                         help="start no pipeline after this many minutes (seed-major order: every cell keeps the "
                              "same seeds so far)")
