@@ -164,3 +164,22 @@ def test_payoff_summary_splits_real_from_synthetic_graphs_and_pairs_trunks_at_on
     lines, figures = payoff.table(records)
     assert figures["cells_long_swa"] == 1 and figures["gis_vs_long_swa"] == -3.0
     assert "77.00 ± 0.00" in next(line for line in lines if line.startswith(f"| {arxiv} (acc) | 2 |"))
+
+
+def test_payoff_variants_change_every_models_training_and_name_their_rows():
+    """--average and --weight-decay give every cell's models (ingredients, long model) those settings, under a
+    label of their own, so their records never mix with the plan's."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import payoff
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    args = payoff.argparse.Namespace(shared="shared", products=False, quick=False, average="none", weight_decay=None)
+    plan = payoff.cells(args)
+    args.average, args.weight_decay = "swa", 0.0
+    variants = payoff.cells(args)
+    assert [c.label + " swa wd0" for c in plan] == [c.label for c in variants]
+    arxiv = next(c for c in variants if c.dataset == "csbm-arxiv")
+    config = payoff.config_for(arxiv, 0, arxiv.trunk, payoff.argparse.Namespace(root="data", workers=1))
+    assert config["train"] == {"epochs": 30, "patience": 5, "average": "swa", "weight_decay": 0.0}
+    assert config["model"] == {"name": "sage", "hidden": 128}
