@@ -364,7 +364,7 @@ def _check_trunk_and_baseline(run_dir: RunDir, config: RunConfig) -> None:
     trunk branched from the one stored."""
     from ladle.store import spec_differences
 
-    trunk_sha = None
+    trunk_sha, baselines = None, []
     for spec in [config.trunk_spec(), *config.baseline_specs()]:
         if spec is None or not run_dir.has(spec):
             continue
@@ -376,8 +376,9 @@ def _check_trunk_and_baseline(run_dir: RunDir, config: RunConfig) -> None:
                              + "; ".join(differences[:4]), fix="restore the config.toml the run was made with")
         if spec.role == "trunk":
             trunk_sha = sidecar["sha256"]
-    branched = [s for s in run_dir.ingredient_sidecars() if s.get("trunk_sha256")]
-    branched += [run_dir.load_checkpoint(s)[1] for s in config.baseline_specs() if run_dir.has(s)]
+        else:
+            baselines.append(sidecar)
+    branched = [s for s in run_dir.ingredient_sidecars() if s.get("trunk_sha256")] + baselines
     for sidecar in branched:
         if sidecar["trunk_sha256"] != trunk_sha:
             what = "is missing" if trunk_sha is None else "is not the one it started from"

@@ -135,7 +135,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
                 scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
                 improved = scores["val"] > best_val
                 if improved:
-                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+                    best_state = _cpu_copy(model)
             metrics.update(scores)
             if tracked is not None:
                 metrics[f"val_{spec.track_average}"] = tracked.validate(model, graph_on_device, epoch, spec.eval.chunk)
@@ -170,6 +170,10 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
                             companion=companion)
 
 
+def _cpu_copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+
+
 class _Tracked:
     """An average of a model's weights validated beside it, its best kept; the model's own training never sees it."""
 
@@ -181,7 +185,7 @@ class _Tracked:
             val = split_scores(model, graph, ("val",), chunk)["val"]
             if val > self.best_val:
                 self.best_val, self.best_epoch = val, epoch
-                self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+                self.best_state = _cpu_copy(model)
         self.history.append({"epoch": epoch, "val": val})
         return val
 
