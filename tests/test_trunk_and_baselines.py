@@ -131,6 +131,28 @@ def test_the_long_model_keeps_the_average_of_its_weights_as_a_second_baseline(tr
     assert [s.role for s in averaged.baseline_specs()] == ["long"]  # already averaged: nothing more to track
 
 
+def test_the_baselines_serve_predictions_like_a_soup(trunk_run, tmp_path, capsys):
+    """Where one model's SWA is the best row, a user must be able to use it: `ladle predict --model long-swa`
+    writes that model's predictions (its test accuracy recomputed from the CSV is the report's)."""
+    import csv
+
+    from ladle.models import load_model
+
+    results = json.loads((trunk_run / "results.json").read_text())
+    y = load_graph(SMALL).data.y.tolist()
+    for name in ("long", "long-swa"):
+        assert isinstance(load_model(trunk_run, name), torch.nn.Module)
+        out = tmp_path / f"{name}.csv"
+        assert main(["predict", str(trunk_run), "--model", name, "--out", str(out)]) == 0
+        test = [r for r in csv.DictReader(out.open()) if r["split"] == "test"]
+        accuracy = sum(int(r["prediction"]) == y[int(r["node"])] for r in test) / len(test)
+        assert accuracy == pytest.approx(results["baselines"][name]["test"])
+    capsys.readouterr()
+    assert main(["predict", str(trunk_run), "--model", "trunk", "--out", str(tmp_path / "t.csv")]) == 2
+    printed = capsys.readouterr()
+    assert "choices: gis, uniform, long, long-swa, ingredient-00" in printed.out + printed.err
+
+
 @pytest.mark.parametrize("stop_at", ["trunk", "ingredient-01"])
 def test_a_run_stopped_in_the_trunk_or_the_ingredients_resumes_bit_identical(trunk_run, tmp_path, monkeypatch,
                                                                             stop_at):

@@ -1,4 +1,4 @@
-"""Predictions of a stored model (a soup, the ensemble or one ingredient) for every node."""
+"""Predictions of a stored model (a soup, the ensemble, one ingredient or a baseline) for every node."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -375,15 +375,15 @@ class RunDir:
         return out
 
     def weights_path(self, name: str) -> Path:
-        """The weights of a soup or an ingredient of this run, by name: only names the run lists, so no
-        name (``../x``, an absolute path) can reach a file outside it."""
-        soups = self._names(self.soups, "*.safetensors")
-        if name in soups:
-            return self.soups / f"{name}.safetensors"
-        if name in self.ingredient_names():
-            return self.ingredients / f"{name}.safetensors"
+        """The weights of a soup, an ingredient or a baseline (``long``, ``long-swa``) of this run, by name:
+        only names the run lists, so no name (``../x``, an absolute path) can reach a file outside it."""
+        listed = {folder: self._names(folder, "*.safetensors") for folder in (self.soups, self.baselines)}
+        listed[self.ingredients] = self.ingredient_names()
+        for folder, names in listed.items():
+            if name in names:
+                return folder / f"{name}.safetensors"
         raise LadleError(f"{self.path} has no model named {name!r}",
-                         fix="choices: " + ", ".join(soups + self.ingredient_names()))
+                         fix="choices: " + ", ".join(n for names in listed.values() for n in names))
 
     def write(self, relative: str, payload: bytes) -> None:
         """Write a file of the run (a report, a plot) atomically, never through a link."""

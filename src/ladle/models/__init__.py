@@ -70,11 +70,11 @@ def check_weights(source: str, state: dict, config, in_channels: int, out_channe
 
 
 def load_model(path, name: str | None = None, *, model=None):
-    """Rebuild an ingredient or soup as an eval-mode ``torch.nn.Module``.
+    """Rebuild an ingredient, soup or baseline as an eval-mode ``torch.nn.Module``.
 
-    ``load_model("RUN/soups/gis.safetensors")`` or ``load_model("RUN", "gis")``; ingredients by their name
-    (``ingredient-03``). The weights are read checksum-verified (:mod:`ladle.store`) and checked against the
-    model their sidecar describes before that model is built. A run of a model given from Python
+    ``load_model("RUN/soups/gis.safetensors")`` or ``load_model("RUN", "gis")``; ingredients and baselines by
+    their name (``ingredient-03``, ``long-swa``). The weights are read checksum-verified (:mod:`ladle.store`) and
+    checked against the model their sidecar describes before that model is built. A run of a model given from Python
     needs that model again: ``model=`` (see :mod:`ladle.models.python_model`).
     """
     from pathlib import Path
