@@ -148,6 +148,39 @@ def test_ray_engine_gives_bit_identical_weights(serial_run, ray_cluster, tmp_pat
     assert {e[0] for e in events} == {"ingredient-00", "ingredient-01", "ingredient-02"}
 
 
+def partitioned(**engine):
+    """4 ingredients on a 3-part random partition, K left to resolve (the issue-34 defect's shape)."""
+    return build_config({"dataset": "csbm:nodes=500,classes=3,features=8", "ingredients": 4,
+                         "sampler": {"name": "neighbor", "fanouts": [5, 5], "batch_size": 64},
+                         "partition": {"method": "random", "parts": 3}, "train": {"epochs": 2},
+                         "model": {"hidden": 8}, "soups": ["uniform"], "engine": engine})
+
+
+def part_sidecars(run: Path) -> list:
+    import json
+
+    return [(s["partition"], s["part_graph"]) for s in
+            (json.loads(p.read_text()) for p in sorted((run / "ingredients").glob("ingredient-*.json")))]
+
+
+@pytest.fixture(scope="module")
+def serial_partitioned(tmp_path_factory):
+    out = tmp_path_factory.mktemp("engines") / "serial-parts"
+    api.train(partitioned(name="serial"), out)
+    return out
+
+
+def test_every_engine_trains_each_ingredient_on_the_same_part(serial_partitioned, ray_cluster, tmp_path):
+    recorded = part_sidecars(serial_partitioned)
+    assert [p["part"] for p, _ in recorded] == [0, 1, 2, 0] and recorded[0][1] == recorded[3][1]
+    assert len({g["nodes_sha256"] for _, g in recorded}) == 3
+    for engine in ({"workers": 2}, {"name": "ray", "address": ray_cluster}):
+        out = tmp_path / str(engine.get("name", "process"))
+        api.train(partitioned(**engine), out)
+        assert part_sidecars(out) == recorded, engine
+        assert weights(out) == weights(serial_partitioned), engine
+
+
 def test_graph_payload_round_trips():
     from ladle.data import load_graph
     from ladle.engines.ray_cluster import graph_from_payload, graph_payload

@@ -139,11 +139,13 @@ def test_save_graph_lets_the_cli_reload_the_run_alone(tmp_path):
     out = tmp_path / "run"
     ladle.run(FAST, out, graph=two_rings(classes=3), save_graph=True)
     assert (out / "graph.npz").is_file()
-    assert main(["verify", str(out)]) == 0
-    assert main(["predict", str(out), "--model", "uniform", "--out", str(tmp_path / "p.csv")]) == 0
+    assert main(["verify", str(out)]) == 2  # the run's own copy is read only when named
+    saved = ["--graph", str(out / "graph.npz")]
+    assert main(["verify", str(out), *saved]) == 0
+    assert main(["predict", str(out), "--model", "uniform", "--out", str(tmp_path / "p.csv"), *saved]) == 0
     assert len((tmp_path / "p.csv").read_text().splitlines()) == 21  # a header and one row per node
     (out / "graph.npz").write_bytes(b"not an npz")  # a damaged copy: one clear error, no traceback
-    assert main(["soup", str(out), "--method", "gis", "--quiet"]) == 2
+    assert main(["soup", str(out), "--method", "gis", "--quiet", *saved]) == 2
 
 
 def test_a_graph_made_with_make_graph_is_reloadable(tmp_path):

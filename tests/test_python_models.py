@@ -82,9 +82,13 @@ def test_a_stored_run_imports_its_model_only_when_allowed(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
     cli = [sys.executable, "-m", "ladle.cli", "soup", str(out), "--method", "gis", "--quiet"]
     refused = subprocess.run(cli, capture_output=True, text=True, env=env)
-    assert refused.returncode == 2 and "ladle imports code only when you allow it" in refused.stderr
-    assert "Traceback" not in refused.stderr
-    allowed = subprocess.run(cli + ["--allow-import"], capture_output=True, text=True, env=env)
+    assert refused.returncode == 2 and "ladle imports only modules you name" in refused.stderr
+    assert "Traceback" not in refused.stderr and f"--allow-import {__name__}" in refused.stderr
+    alone = subprocess.run(cli + ["--allow-import"], capture_output=True, text=True, env=env)
+    assert alone.returncode == 2 and "trusts nothing" in alone.stderr
+    other = subprocess.run(cli + ["--allow-import", "json"], capture_output=True, text=True, env=env)
+    assert other.returncode == 2 and "you trust json" in other.stderr
+    allowed = subprocess.run(cli + ["--allow-import", __name__], capture_output=True, text=True, env=env)
     assert allowed.returncode == 0, allowed.stderr
     assert (out / "soups" / "gis.safetensors").read_bytes() == gis
     ladle.soup(out, ["gis"], model=TwoLayerGCN)  # given again from Python: the user's own code
@@ -100,16 +104,19 @@ def test_a_config_names_a_model_by_import_path_only_with_allow_import(tmp_path):
     name = f"python:{__name__}:TwoLayerGCN"
     if name in MODELS:
         MODELS.remove(name)  # as in a fresh process
-    with pytest.raises(LadleError, match="ladle imports code only when you allow it") as err:
+    with pytest.raises(LadleError, match="ladle imports only modules you name") as err:
         build_config(values)
-    assert "--allow-import" in err.value.fix
-    with allow_import():
+    assert f"--allow-import {__name__}" in err.value.fix
+    with pytest.raises(LadleError, match="you trust json"), allow_import("json"):
+        build_config(values)
+    with allow_import(__name__):
         assert build_config(values).model.name == name
     config = tmp_path / "mine.toml"
     config.write_text(f'dataset = "{SMALL}"\ningredients = 2\n\n[model]\nname = "{name}"\n\n[train]\nepochs = 2\n')
     MODELS.remove(name)
     assert main(["run", "--config", str(config), "--out", str(tmp_path / "a"), "--quiet"]) == 2
-    assert main(["run", "--config", str(config), "--out", str(tmp_path / "b"), "--quiet", "--allow-import"]) == 0
+    assert main(["run", "--config", str(config), "--out", str(tmp_path / "b"), "--quiet", "--allow-import",
+                 __name__]) == 0
     with pytest.raises(LadleError, match="cannot import the model"):
-        with allow_import():
+        with allow_import("no_such_module"):
             build_config({"model": {"name": "python:no_such_module:Model"}})

@@ -95,3 +95,86 @@ def test_more_parts_than_nodes_is_refused():
     graph = load_graph("csbm:nodes=50,classes=2")
     with pytest.raises(LadleError, match="cannot cut 50 nodes into 60 parts"):
         membership_for(graph, "random", 60)
+
+
+def _trained_parts(out) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted((out / "ingredients").glob("ingredient-*.json"))]
+
+
+def _node_sha(ids: torch.Tensor) -> str:
+    import hashlib
+
+    return hashlib.sha256(ids.sort().values.numpy().astype("<i8").tobytes()).hexdigest()
+
+
+def _expected_random_parts(n: int, parts: int) -> list[torch.Tensor]:
+    """The documented random partition, written out: node ``perm[j]`` of a seed-0 permutation goes to part j mod K."""
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(0))
+    return [perm[p::parts].sort().values for p in range(parts)]
+
+
+@pytest.mark.parametrize("method, parts_flag, halo", [
+    ("random", None, False), ("random", "2", False), ("random", None, True), ("metis", None, False),
+    ("metis", "2", True)])
+def test_each_ingredient_trains_on_its_own_part_of_k(method, parts_flag, halo, tmp_path, monkeypatch):
+    """The defect of issue 34: without --parts, ingredient i trained on part i of an (i+1)-way partition (the
+    whole graph, half, a third, ...). Now K is resolved once and every sidecar names the nodes it learned from."""
+    monkeypatch.setenv("LADLE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    argv = ["run", "--dataset", "csbm:nodes=600,classes=3,features=8,seed=1", "--partition", method,
+            "--ingredients", "4", "--epochs", "2", "--soups", "uniform", "--out", str(out), "--quiet"]
+    argv += ["--parts", parts_flag] if parts_flag else []
+    argv += ["--halo"] if halo else []
+    assert main(argv) == 0
+    k = int(parts_flag or 4)
+    graph = load_graph("csbm:nodes=600,classes=3,features=8,seed=1")
+    if method == "random":
+        expected = _expected_random_parts(600, k)
+    else:  # METIS: whatever the cut, the parts are disjoint, cover the graph and are balanced
+        membership = membership_for(graph, "metis", k)
+        expected = [(membership == p).nonzero().view(-1) for p in range(k)]
+        assert sorted(int(e.numel()) for e in expected)[0] >= 0.9 * 600 / k
+    assert torch.equal(torch.cat(expected).sort().values, torch.arange(600))
+    sidecars = _trained_parts(out)
+    assert [s["partition"]["part"] for s in sidecars] == [i % k for i in range(4)]
+    assert all(s["partition"]["parts"] == k for s in sidecars)
+    src, dst = graph.data.edge_index
+    for s in sidecars:
+        core = expected[s["partition"]["part"]]
+        inside = torch.isin(dst, core)
+        halo_nodes = src[inside][~torch.isin(src[inside], core)].unique() if halo else torch.empty(0)
+        held = torch.cat([core, halo_nodes])  # the subgraph induced on the core and its halo
+        edges = int((torch.isin(src, held) & torch.isin(dst, held)).sum())
+        assert s["part_graph"] == {"nodes": core.numel(), "halo_nodes": halo_nodes.numel(), "edges": edges,
+                                   "nodes_sha256": _node_sha(core)}
+    config = load_config(out / "config.toml")
+    assert config.partition.parts == k  # config.toml holds the resolved K
+
+
+def test_partitioned_recipes_take_part_i_mod_k(tmp_path, monkeypatch):
+    monkeypatch.setenv("LADLE_CACHE", str(tmp_path / "cache"))
+    config = build_config({"dataset": "csbm:nodes=600,classes=3,features=8,seed=1", "soups": ["uniform"],
+                           "train": {"epochs": 2}, "partition": {"method": "random", "parts": 3},
+                           "recipes": [{"count": 2, "sampler": {"name": "full"}},
+                                       {"count": 2, "sampler": {"name": "saint-node", "budget": 60}}]})
+    api.train(config, tmp_path / "run")
+    expected = _expected_random_parts(600, 3)
+    sidecars = _trained_parts(tmp_path / "run")
+    assert [(s["sampler"]["name"], s["partition"]["part"]) for s in sidecars] == [
+        ("full", 0), ("full", 1), ("saint-node", 2), ("saint-node", 0)]
+    assert [s["part_graph"]["nodes_sha256"] for s in sidecars] == [_node_sha(expected[p]) for p in (0, 1, 2, 0)]
+
+
+def test_a_run_made_with_unresolved_parts_is_refused_with_the_reason(tmp_path, monkeypatch):
+    """A run stored by a ladle with the defect (config.toml and run.json say parts = 0) cannot be resumed or
+    souped: its ingredients trained on other parts than the config names."""
+    monkeypatch.setenv("LADLE_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "run"
+    assert main(["run", "--dataset", SMALL, "--partition", "random", "--ingredients", "2", "--epochs", "2",
+                 "--soups", "uniform", "--out", str(out), "--quiet"]) == 0
+    manifest = json.loads((out / "run.json").read_text())
+    manifest["identity"]["partition"]["parts"] = 0
+    manifest["identity_sha256"] = "0" * 64
+    (out / "run.json").write_text(json.dumps(manifest))
+    with pytest.raises(LadleError, match="trained on the wrong parts"):
+        api.soup(out)

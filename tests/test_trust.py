@@ -486,3 +486,38 @@ def test_hash_of_recorded_identity_is_in_every_sidecar(run):
         assert json.loads(path.read_text())["run_identity_sha256"] == manifest["identity_sha256"]
     digest = hashlib.sha256((run / "config.toml").read_bytes()).hexdigest()
     assert digest != manifest["identity_sha256"]  # the hash is of the settings, not of the file's bytes
+
+
+def test_a_planted_graph_npz_never_decides_what_is_verified(cora_run, planetoid_root, tmp_path, capsys):
+    """Issue 35, class 2: a Cora run holding a planted ``graph.npz`` (test labels = the soup's own predictions,
+    its fingerprint written into run.json and the sidecars) passed ``verify --root REAL_CORA`` with test accuracy
+    1.0, and ``verify --root /nonexistent`` too. The run's own copy is now read only when named by --graph."""
+    import torch
+
+    import ladle
+    from ladle.data.npz import save_npz
+
+    run = tmp_path / "run"
+    shutil.copytree(cora_run, run)
+    graph = ladle.load_graph("Cora", str(planetoid_root))
+    model = ladle.load_model(run, "uniform")
+    with torch.no_grad():
+        graph.data.y = model(graph.data.x, graph.data.edge_index).argmax(-1)
+    planted = ladle.graph_from(graph.data, name="Cora")
+    save_npz(planted, run / "graph.npz")
+    real = json.loads((run / "run.json").read_text())["dataset"]["fingerprint"]
+    for path in [run / "run.json", *run.glob("*/*.json")]:
+        path.write_text(path.read_text().replace(real, planted.fingerprint))
+    err = fails(["verify", str(run), "--root", str(planetoid_root)], capsys, "FAILED", "scores not checked")
+    assert "is not the one" in err  # the real Cora, whose fingerprint is not the planted one
+    fails(["verify", str(run), "--root", str(tmp_path / "nonexistent")], capsys, "FAILED", "scores not checked")
+    # Named explicitly, the copy is used, and verify says whose graph it checked (here the recorded scores were
+    # left as they were, so the planted labels show).
+    from ladle.verify import verify_run
+
+    details = [c.detail for c in verify_run(run, graph_file=run / "graph.npz")]
+    assert any("a file inside the run: the sender's own graph" in d for d in details)
+    # Untouched, the run's checks name the root they read Cora from.
+    checks = verify_run(cora_run, root=planetoid_root)
+    assert all(c.ok for c in checks)
+    assert any(f"Cora read from the root {str(planetoid_root)!r}" in c.detail for c in checks)

@@ -22,6 +22,7 @@ _PUBLIC = {
     "graph_from": "ladle.data.pyg_input", "save_npz": "ladle.data.npz",
     "Callback": "ladle.callbacks", "ProgressBar": "ladle.callbacks", "TensorBoardLogger": "ladle.callbacks",
     "MLflowLogger": "ladle.callbacks", "WandbLogger": "ladle.callbacks",
+    "allow_import": "ladle.models.python_model",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -5,8 +5,8 @@ callbacks they are given, but never print.
 """
 from __future__ import annotations
 
-import contextlib
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +23,6 @@ from ladle.errors import LadleError
 from ladle.evaluation import Evaluator
 from ladle.evaluation.fast import FastEvaluator
 from ladle.models import check_weights
-from ladle.models.python_model import allow_import
 from ladle.profiling import measure
 from ladle.report import write_report
 from ladle.soups import Ingredient, get_soup
@@ -67,10 +66,11 @@ def train(config: RunConfig | dict, out: str | Path, *, graph=None, on_epoch: On
     """
     dispatch, owned = _dispatch(callbacks, progress)
     try:
-        with allow_import() if model is not None else contextlib.nullcontext():
-            config = _with_model(build_config(config) if isinstance(config, dict) else config, model, resume)
-            return _train(config, out, graph, _both(on_epoch, dispatch.progress if dispatch else None), resume,
-                          root, graph_file, save_graph, dispatch)
+        # A model given here is trusted as that object alone: registering it makes its name buildable, and no
+        # other python: name the config or run gives is imported.
+        config = _with_model(build_config(config) if isinstance(config, dict) else config, model, resume)
+        return _train(config, out, graph, _both(on_epoch, dispatch.progress if dispatch else None), resume,
+                      root, graph_file, save_graph, dispatch)
     finally:
         if owned:
             dispatch.close()
@@ -212,23 +212,28 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
     must have the fingerprint the run recorded.
     """
     expected = _recorded_fingerprint(run_dir)
-    saved = run_dir.path / SAVED_GRAPH
     if graph is not None:
         graph = graph_from(graph)
-    elif graph_file is None and saved.is_file() and not saved.is_symlink():
-        from ladle.data.npz import load_npz
-
-        graph = load_npz(saved, 0)  # the copy the run was made with: data, bounded and checked like any npz
-    if graph is None:
+    else:
         if graph_file is not None:
             from ladle.data.npz import load_npz, parse_npz_spec
+
+            if Path(os.path.abspath(graph_file)).is_relative_to(os.path.abspath(run_dir.path)):
+                from ladle.files import check_inside
+
+                check_inside(run_dir.path, Path(graph_file))  # a run's own file: never a link, never outside it
+                if not Path(graph_file).is_file():
+                    raise LadleError(f"{graph_file} is not a regular file", fix="give the graph's .npz file")
 
             _, split = parse_npz_spec(config.dataset) if config.dataset.lower().startswith("npz:") else (None, 0)
             graph = load_npz(graph_file, split)
         elif config.dataset.startswith(PYTHON_PREFIX):
+            saved = run_dir.path / SAVED_GRAPH
+            copy = (f"; the run holds the sender's copy: --graph {saved} takes it, and its scores are then "
+                    "checked against the sender's own graph") if os.path.lexists(saved) else ""
             raise LadleError(f"{run_dir.path} was trained on a graph given from Python ({config.dataset})",
                              fix="pass the same graph again: graph=... in Python, or --graph FILE.npz (write it with "
-                                 "ladle.save_npz(graph, FILE)); or make the run with save_graph=True")
+                                 f"ladle.save_npz(graph, FILE)){copy}")
         elif config.dataset.lower().startswith("npz:"):
             raise LadleError(f"{run_dir.path} was trained on {config.dataset}; ladle opens no file that a run "
                              "directory names", fix="pass the graph yourself: --graph PATH.npz (checked by its "
@@ -249,6 +254,19 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
                          f"(fingerprint {graph.fingerprint[:12]}…, the run recorded {expected[:12]}…)",
                          fix="give the dataset, root or --graph file the run was made with")
     return graph
+
+
+def graph_source(run_dir: RunDir, config: RunConfig, *, graph=None, root=None, graph_file=None) -> str:
+    """Where :func:`run_graph` takes a stored run's graph from, in words (verify says it beside every check)."""
+    if graph is not None:
+        return "the graph given from Python"
+    if graph_file is not None:
+        inside = Path(os.path.abspath(graph_file)).is_relative_to(os.path.abspath(run_dir.path))
+        return f"--graph {graph_file}" + (" (a file inside the run: the sender's own graph, so its scores show only "
+                                          "that the run agrees with itself)" if inside else "")
+    if config.dataset.lower().startswith("csbm"):
+        return f"{config.dataset}, generated again from its seed"
+    return f"{config.dataset} read from the root {DEFAULT_ROOT if root is None else str(root)!r}"
 
 
 PYTHON_PREFIX = "python:"  # the dataset of a run whose graph came from Python
@@ -302,6 +320,7 @@ def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = 
     manifest = run_dir.manifest()
     config_path = run_dir.path / "config.toml"
     if manifest is not None and manifest["identity_sha256"] != config.identity_sha256():
+        _refuse_unresolved_parts(run_dir, manifest.get("identity"))
         problems = identity_differences(manifest.get("identity"), config.identity())
         for sidecar in [] if problems else run_dir.ingredient_sidecars():
             index = sidecar["index"]
@@ -346,6 +365,16 @@ def _may_coincide(a, b) -> bool:
     no_dropout = model.name.startswith("python:") or (model.dropout == 0 and not model.input_dropout)
     return (a.sampler.name == b.sampler.name == "full" and a.init_seed == b.init_seed and a.part == b.part
             and a.trunk_epochs == b.trunk_epochs and no_dropout)
+
+
+def _refuse_unresolved_parts(run_dir: RunDir, recorded) -> None:
+    """A run made before the number of parts was resolved once: its ingredient i trained on part i of an
+    (i+1)-way partition, not of K parts, so its ingredients cannot be kept (config.toml was not edited)."""
+    partition = recorded.get("partition") if isinstance(recorded, dict) else None
+    if isinstance(partition, dict) and partition.get("method") not in (None, "none") and partition.get("parts") == 0:
+        raise LadleError(f"{run_dir.path} was trained by an older ladle whose partitioned ingredients (parts = 0) "
+                         "trained on the wrong parts: ingredient i on 1/(i+1) of the graph, not on part i of K",
+                         fix="train it again into a new run directory (ladle run --config RUN/config.toml --out NEW)")
 
 
 def identity_differences(recorded, current: dict) -> list[str]:
@@ -394,9 +423,8 @@ def resume(out: str | Path, *, engine: EngineConfig | None = None, on_epoch: OnP
     if model is not None:
         from ladle.models.python_model import register
 
-        register(model)
-    with allow_import() if model is not None else contextlib.nullcontext():
-        config = run_dir.config()
+        register(model)  # trusted as that object alone: the run must name exactly it
+    config = run_dir.config()
     if engine is not None:  # where to train may change on resume; what to train may not
         config = replace(config, engine=engine)
     dispatch, _ = _dispatch(callbacks, progress)
@@ -424,9 +452,8 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
             return _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch)
         from ladle.models.python_model import register
 
-        register(model)  # the run's config names it; given again, it is the user's own code
-        with allow_import():
-            return _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch)
+        register(model)  # the run's config names it; given again, it is the user's own code, and only it
+        return _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch)
     finally:
         if owned:
             dispatch.close()
@@ -544,7 +571,7 @@ def load_ingredients(run_dir: RunDir, graph: Graph) -> tuple[list[Ingredient], o
 def _check_fits_graph(config: RunConfig, graph: Graph) -> None:
     """Settings that only the graph can refute, checked before any work starts."""
     n = graph.num_nodes
-    parts = config.partition.parts or config.ingredients  # 0: one part per ingredient
+    parts = config.partition.parts
     if config.partition.method != "none" and parts > n:
         raise LadleError(f"partition.parts = {parts}: cannot cut {n} nodes into that many parts",
                          fix=f"use --parts {n} or fewer")

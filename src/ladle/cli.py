@@ -44,10 +44,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(args) -> int:
     try:
-        if getattr(args, "allow_import", False):
+        trusted = getattr(args, "allow_import", None)
+        if trusted:
             from ladle.models.python_model import allow_import
 
-            with allow_import():
+            if "" in trusted:
+                raise LadleError("--allow-import names the modules you trust; given alone it trusts nothing",
+                                 fix="--allow-import mypkg.models (the module of the run's python:MODULE:NAME model)")
+            with allow_import(*(m for group in trusted for m in group.split(",") if m)):
                 return args.handler(args) or 0
         return args.handler(args) or 0
     except LadleError as err:
@@ -120,9 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
     verify.set_defaults(handler=cmd_verify)
 
     for command in (run, train, soup, predict, verify):
-        command.add_argument("--allow-import", action="store_true",
-                             help="let a config or run name a model by import path (model = \"python:pkg.mod:Cls\") "
-                                  "and import it: only for code you trust")
+        command.add_argument("--allow-import", action="append", nargs="?", const="", metavar="MODULE",
+                             help="trust MODULE (comma-separated or repeated; submodules included): a config or run "
+                                  "may then name a model in it (model = \"python:MODULE:Cls\"), a torch.nn.Module "
+                                  "class or a factory function defined there; names in any other module are refused")
 
     examples = sub.add_parser("examples", help="list ladle's example configs, or print one (ladle examples gis > "
                                                "my.toml)")

@@ -152,6 +152,9 @@ class RunConfig(Options):
             if sampler.name == "neighbor" and len(sampler.fanouts) != self.model.layers:
                 raise LadleError(f"{where}.fanouts has {len(sampler.fanouts)} entries for a {self.model.layers}-layer "
                                  "model", fix="give one fanout per layer, for example --fanouts 15,10 for 2 layers")
+        if self.partition.method != "none" and not self.partition.parts:
+            # Resolved here, once: every ingredient's spec, its sidecar and config.toml then carry the real K.
+            object.__setattr__(self, "partition", dataclasses.replace(self.partition, parts=self.ingredients))
         if self.recipes and sum(r.count for r in self.recipes) != self.ingredients:
             raise LadleError(f"the recipes add up to {sum(r.count for r in self.recipes)} ingredients but "
                              f"ingredients = {self.ingredients}", fix="make the counts add up to ingredients")
@@ -172,7 +175,7 @@ class RunConfig(Options):
     def ingredient_specs(self) -> list[IngredientSpec]:
         recipes = self.recipes or (Recipe(self.ingredients, self.sampler),)
         per_ingredient = [r for r in recipes for _ in range(r.count)]
-        parts = self.partition.parts or self.ingredients
+        parts = self.partition.parts
         shared = derive_seed(self.seed, "init")
         return [self._spec(i, r.sampler, derive_seed(self.seed if r.seed is None else r.seed, "data", i),
                            init_seed=shared if self.init == "shared" else derive_seed(self.seed, "init", i),

@@ -316,6 +316,7 @@ class RunDir:
             "device": record.device,
             "peak_device_mb": record.peak_device_mb,
             "history": record.history,
+            **({"part_graph": record.part_graph} if record.part_graph else {}),
         }
         return save_weights(self.checkpoint_path(spec), record.state, sidecar, root=self.path)
 

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 
 from ladle.config import IngredientSpec
 from ladle.data.graph import Graph
+from ladle.errors import LadleError
 from ladle.evaluation.evaluator import split_scores
 from ladle.models import build_model
 from ladle.sampling import build_sampler
@@ -47,6 +48,7 @@ class IngredientRecord:
     trunk_sha256: str | None = None  # the stored trunk this model started from
     average_of: str | None = None  # the model whose weights, averaged over its epochs, these are
     companion: IngredientRecord | None = None  # the tracked average of this model's weights (spec.track_average)
+    part_graph: dict | None = None  # a partitioned ingredient's part: see :func:`part_summary`
 
     @property
     def name(self) -> str:
@@ -167,7 +169,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     log.info("%s: best val %.4f at epoch %d (%.1fs)", spec.name, final["val"], best_epoch, seconds)
     return IngredientRecord(spec, best_state, final["val"], final["test"], final["train"], best_epoch, seconds,
                             history, graph.num_features, graph.num_classes, str(device), peak, epoch,
-                            companion=companion)
+                            companion=companion, part_graph=None if spec.part is None else part_summary(train_graph))
 
 
 def _cpu_copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -238,6 +240,24 @@ def _training_graph(spec: IngredientSpec, graph: Graph) -> Graph:
         return graph
     from ladle.sampling.partition import membership_for, part_graph
 
-    parts = max(spec.partition.parts, spec.part + 1)
+    parts = spec.partition.parts
+    if not 0 <= spec.part < parts:  # RunConfig resolves parts; a spec built by hand must say it too
+        raise LadleError(f"{spec.name}: part {spec.part} of a {parts}-part partition",
+                         fix="give partition.parts (K >= 1) and a part below it")
     membership = membership_for(graph, spec.partition.method, parts)
     return part_graph(graph, membership, spec.part, spec.partition.halo)
+
+
+def part_summary(part: Graph) -> dict:
+    """What a partitioned ingredient's sidecar says of the part it trained on: its own (core) nodes, the halo
+    nodes it also read, its directed edges, and a SHA-256 of the core's original node ids (sorted int64,
+    little-endian), so which nodes an ingredient learned from can be checked against a partition afterwards."""
+    import hashlib
+
+    import numpy as np
+
+    n_id = part.data.n_id.cpu()
+    core = int(part.data.get("num_core_nodes", n_id.numel()))
+    ids = np.ascontiguousarray(np.sort(n_id[:core].numpy()).astype("<i8"))
+    return {"nodes": core, "halo_nodes": n_id.numel() - core, "edges": int(part.data.edge_index.size(1)),
+            "nodes_sha256": hashlib.sha256(ids.tobytes()).hexdigest()}

@@ -8,7 +8,8 @@ index and seeds say the config asked for, and no two differently-made ingredient
 weights; every soup was made from the ingredients on disk; the timeline log is whole.
 
 With the graph (a ``--root`` or ``--graph`` the user gives, or a synthetic graph, generated
-again; never a root the run names): its fingerprint is the one the run recorded, and every
+again; never a root or file the run names, nor the run's own ``graph.npz`` unless given as ``--graph``): which
+graph was checked and where it came from is said, its fingerprint is the one the run recorded, and every
 recorded validation and test score is computed again from the weights and compared.
 """
 from __future__ import annotations
@@ -74,7 +75,9 @@ def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path |
         return checks + [Check(str(run_dir.path), False, f"scores not checked: {err.message}"
                                + (f" ({err.fix})" if err.fix else ""))]
     checks += _root(run_dir, config, root, graph_file)
-    checks.append(Check(config.dataset, True, f"graph fingerprint {graph.fingerprint[:12]}… matches the run"))
+    source = api.graph_source(run_dir, config, root=root, graph_file=graph_file)
+    checks.append(Check(config.dataset, True, f"graph from {source}: fingerprint {graph.fingerprint[:12]}… matches "
+                                              "the run"))
     checks += _scores(config, graph, states, sidecars, ingredient_names)
     return checks
 

@@ -9,8 +9,16 @@ path (whole-graph forwards), since the fast GIS evaluator and chunked inference 
 
 Registered at run time as ``python:MODULE:NAME``: an importable factory also trains in process and Ray workers
 (they import it); a lambda, a local class or one defined in ``__main__`` trains on the serial engine only. A
-stored run names the import path; a later command imports it only when the user allows it (``model=`` given
-again in Python, or ``--allow-import`` on the command line): a run directory never makes ladle import code.
+stored run names the import path; a later command builds it only from what the user gives or names:
+
+- ``model=TheirClass`` in Python trusts that object alone: the run must name exactly it, and no other name in the
+  run is imported;
+- ``--allow-import mypkg.models`` (``with ladle.allow_import("mypkg.models"):`` in Python) trusts those modules
+  (and their submodules) alone: a name the run gives in any other module is refused, whatever the flag.
+
+What is imported must be a ``torch.nn.Module`` subclass, or a plain Python function defined in a trusted module,
+checked before anything is called: a run cannot make ladle call ``os.kill`` or any other callable it picks, and a
+relative or malformed module name is refused before any import. A run directory never makes ladle import code.
 """
 from __future__ import annotations
 
@@ -36,7 +44,12 @@ class PythonModel(torch.nn.Module):
     def __init__(self, factory: Callable, in_channels: int, out_channels: int, config=None):
         super().__init__()
         self.in_channels, self.out_channels = in_channels, out_channels
-        self.module = factory(in_channels, out_channels)
+        try:
+            self.module = factory(in_channels, out_channels)
+        except Exception as err:  # a user's code: its failure is named, not a traceback
+            raise LadleError(f"the model factory {getattr(factory, '__qualname__', factory)!r}({in_channels}, "
+                             f"{out_channels}) failed: {type(err).__name__}: {err}",
+                             fix="pass a class or function (in_channels, out_channels) -> torch.nn.Module") from None
         if not isinstance(self.module, torch.nn.Module):
             raise LadleError(f"the model factory returned a {type(self.module).__name__}, not a torch.nn.Module",
                              fix="pass a class or function (in_channels, out_channels) -> torch.nn.Module")
@@ -87,10 +100,30 @@ def importable(name: str) -> bool:
     return name.startswith(PREFIX) and not name[len(PREFIX):].startswith("__local__:")
 
 
+_IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
+
+
+def split_path(path: str) -> tuple[str, str]:
+    """``module:attribute`` checked in shape (absolute dotted names only), or one error naming it."""
+    import re
+
+    module, sep, attribute = path.partition(":")
+    if not (sep and re.fullmatch(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*", module)
+            and re.fullmatch(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*", attribute)):
+        raise LadleError(f"the model name 'python:{path}' is not python:MODULE:NAME with an absolute module",
+                         fix="name the model python:package.module:ClassName (no relative module, no spaces)")
+    return module, attribute
+
+
+def _within(module: str, trusted) -> bool:
+    return any(module == t or module.startswith(t + ".") for t in trusted)
+
+
 def _imported(path: str):
+    """The object at ``path``, imported and type-checked before anything calls it."""
     import importlib
 
-    module, _, attribute = path.partition(":")
+    module, attribute = split_path(path)
     try:
         target = importlib.import_module(module)
         for part in attribute.split("."):
@@ -98,34 +131,56 @@ def _imported(path: str):
     except (ImportError, AttributeError) as err:
         raise LadleError(f"cannot import the model {path!r}: {err}",
                          fix="install the package that defines it, or pass the model itself (model=...)") from None
-    return target
+    if inspect.isclass(target) and issubclass(target, torch.nn.Module):
+        return target
+    if inspect.isfunction(target) and getattr(target, "__module__", None) == module:
+        return target  # a factory function written in the module named, not one it imported (os.kill, eval, ...)
+    raise LadleError(f"the model {path!r} is a {type(target).__name__}, not a torch.nn.Module class or a function "
+                     f"defined in {module}; ladle calls nothing else a name points to",
+                     fix="name a torch.nn.Module subclass (or a factory function of your module) as the model")
 
 
 def resolve_unregistered(name: str) -> None:
-    """Make a ``python:`` model name buildable here: in a worker (its spec came from the driver, which checked the
-    user allowed it) or where the user allowed imports; anywhere else, one error saying how to allow it."""
+    """Make a ``python:`` model name buildable here where the user trusts its module; anywhere else, one error
+    saying how to trust it. (A worker builds what its driver resolved: :func:`ladle.models.build_model`.)"""
     if not name.startswith(PREFIX):
         return
     if not importable(name):
         raise LadleError(f"the model {name!r} was given from Python as a lambda, a local class or one in __main__",
                          fix="pass the same model again (model=...), or define it in an importable module")
-    if not allowed():
+    module, _ = split_path(name[len(PREFIX):])
+    if not _within(module, trusted_modules()):
+        given = trusted_modules()
         raise LadleError(f"the model {name[len(PREFIX):]!r} is code named by a config or run directory; ladle imports "
-                         "code only when you allow it", fix="pass --allow-import (or model=... in Python) if you "
-                                                            "trust that module")
+                         "only modules you name" + (f" (you trust {', '.join(sorted(given))})" if given else ""),
+                         fix=f"pass --allow-import {module} (or with ladle.allow_import({module!r}): in Python, or "
+                             "model=... with the class itself) if you trust that module")
     register(name)
 
 
-def allowed() -> bool:
-    return getattr(_allowed, "value", False)
+def trusted_modules() -> frozenset[str]:
+    """The modules this thread may import a ``python:`` model from."""
+    return getattr(_allowed, "modules", frozenset())
 
 
 class allow_import:
-    """``with allow_import():`` lets ``python:`` model names be imported in this thread."""
+    """``with allow_import("mypkg.models", ...):`` lets ``python:`` model names in those modules (and their
+    submodules) be imported in this thread; a name in any other module is still refused."""
+
+    def __init__(self, *modules: str):
+        names = [m.strip() for group in modules for m in ([group] if isinstance(group, str) else group)]
+        for m in names:
+            try:
+                split_path(f"{m}:x")
+            except LadleError:
+                raise LadleError(f"--allow-import {m!r} is not an absolute module name",
+                                 fix="name the module you trust, e.g. --allow-import mypkg.models") from None
+        self.modules = frozenset(names)
 
     def __enter__(self):
-        self.before = allowed()
-        _allowed.value = True
+        self.before = trusted_modules()
+        _allowed.modules = self.before | self.modules
+        return self
 
     def __exit__(self, *exc):
-        _allowed.value = self.before
+        _allowed.modules = self.before

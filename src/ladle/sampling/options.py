@@ -191,7 +191,8 @@ class PartitionConfig(Options):
 
     Args:
         method: ``none`` (default), ``metis`` or ``random``: ingredient i trains only on part i mod K.
-        parts: K, the number of parts; 0 means one per ingredient (default 0).
+        parts: K, the number of parts; 0 means one per ingredient, resolved once when the run's config is built
+            (default 0).
         halo: also give each part its 1-hop neighbours as message sources, without their labels (default False).
     """
 

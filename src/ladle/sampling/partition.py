@@ -130,6 +130,7 @@ def part_graph(graph: Graph, membership: torch.Tensor, part: int, halo: bool = F
     is_core = torch.arange(nodes.numel()) < core.numel()
     none = torch.zeros(nodes.numel(), dtype=torch.bool)
     sub = Data(x=data.x[nodes], y=data.y[nodes], edge_index=edge_index, train_mask=data.train_mask[nodes] & is_core,
-               val_mask=none, test_mask=none.clone(), num_nodes=nodes.numel(), n_id=nodes)
+               val_mask=none, test_mask=none.clone(), num_nodes=nodes.numel(), n_id=nodes,
+               num_core_nodes=core.numel())
     return Graph(sub, f"{graph.name}[part {part}]", graph.num_classes, graph.task, graph.metric,
                  f"{graph.fingerprint}:part{part}{'+halo' if halo else ''}")
