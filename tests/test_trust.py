@@ -101,8 +101,12 @@ def test_a_run_never_chooses_the_data_root_and_a_planted_pickle_never_runs(cora_
     fails(["verify", str(run)], capsys, "FAILED", "scores not checked", str(evil))
     assert not (tmp_path / "PWNED").exists() and not (tmp_path / "p.csv").exists()
     assert snapshot(run) == before
-    # With the right root everything works and verify recomputes every score.
+    # With the right root everything works and verify recomputes every score (once the report, which embeds the
+    # config whose root was edited, is derived again).
     assert main(["predict", str(run), "--root", str(planetoid_root), "--model", "uniform", "--out", "p.csv"]) == 0
+    fails(["verify", str(run), "--root", str(planetoid_root)], capsys, "FAILED", "results.json",
+          "ladle report RUN_DIR writes it again")
+    assert main(["report", str(run)]) == 0
     assert main(["verify", str(run), "--root", str(planetoid_root)]) == 0
 
 

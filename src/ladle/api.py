@@ -295,13 +295,18 @@ def names_graph(dataset: str, graph: Graph) -> bool:
 
 
 def with_metric(graph: Graph, metric: str) -> Graph:
-    """The graph scored by ``metric`` (``auto``: its own), refused where the metric does not fit the task."""
-    if metric in ("auto", graph.metric):
-        return graph
-    if (metric == "f1") != (graph.task == "multilabel") and metric != "rocauc":
-        raise LadleError(f"metric = {metric!r} does not fit {graph.name}, a {graph.task} task",
-                         fix="use acc or rocauc for class labels, f1 or rocauc for multi-label tasks")
-    return replace(graph, metric=metric)
+    """The graph scored by ``metric`` (``auto``: its own), refused where the metric does not fit the task or is
+    undefined on its splits."""
+    from ladle.data.graph import check_metric_defined
+
+    if metric not in ("auto", graph.metric):
+        if (metric == "f1") != (graph.task == "multilabel") and metric != "rocauc":
+            raise LadleError(f"metric = {metric!r} does not fit {graph.name}, a {graph.task} task",
+                             fix="use acc or rocauc for class labels, f1 or rocauc for multi-label tasks")
+        graph = replace(graph, metric=metric)
+    data = graph.data
+    check_metric_defined(graph.name, graph.metric, graph.task, data.y, data.val_mask, data.test_mask)
+    return graph
 
 
 def _recorded_fingerprint(run_dir: RunDir) -> str | None:
@@ -342,7 +347,7 @@ def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = 
                              fix="remove the stray files, or restore the run's config.toml")
         twin = seen.setdefault(sidecar["sha256"], sidecar["name"])
         other = specs[int(twin.rsplit("-", 1)[1])] if twin != sidecar["name"] else None
-        if other is not None and spec_differences(sidecar, other) and not _may_coincide(specs[index], other):
+        if other is not None and is_a_copy(sidecar, specs[index], other):
             raise LadleError(f"{where} holds the same weights as {twin}, though the two were to be trained "
                              "differently: one is a copy", fix="delete the copy and its .json, then ladle run "
                                                                "--resume RUN_DIR retrains it")
@@ -356,6 +361,15 @@ def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = 
             raise LadleError(f"{where} was trained on a different graph (dataset fingerprint differs)",
                              fix="remove it (ladle run --resume retrains it), or use the run it came from")
     _check_trunk_and_baseline(run_dir, config)
+
+
+def is_a_copy(sidecar: dict, spec, twin) -> bool:
+    """Whether a stored ingredient (``sidecar``, meant to be ``spec``) holding the same weights as ``twin``'s must
+    be a copy: the two were to be trained differently and something random told them apart. The one rule that
+    resume, soup and verify apply."""
+    from ladle.store import spec_differences
+
+    return bool(spec_differences(sidecar, twin)) and not _may_coincide(spec, twin)
 
 
 def _may_coincide(a, b) -> bool:
@@ -463,11 +477,29 @@ def _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch):
     run_dir = run_dir if isinstance(run_dir, RunDir) else RunDir(run_dir)
     config = run_dir.config()
     methods = list(config.soups if methods is None else methods)
-    soups = [get_soup(m) for m in methods]
+    for m in methods:
+        get_soup(m)  # a misspelt method is refused before the graph is loaded
     graph = run_graph(run_dir, config, graph=graph, root=root, graph_file=graph_file)
+    written = {}
+    for name, state, sidecar in make_soups(run_dir, config, graph, methods, on_soup=on_soup):
+        written[name] = run_dir.save_soup(name, state, sidecar)
+        dispatch.soup(name, sidecar)
+        if on_soup:
+            on_soup(name, "done")
+    return written
+
+
+# What a soup's sidecar holds that depends on the machine, not on the ingredients and the recipe.
+SOUP_TIMING_FIELDS = ("seconds", "peak_memory_mb")
+
+
+def make_soups(run_dir: RunDir, config: RunConfig, graph: Graph, methods, *, on_soup: OnSoup | None = None):
+    """Yield ``(name, state, sidecar)`` for each soup method, from the run's checked ingredients and its config's
+    recipe (seed, options): deterministic, so ``verify`` recomputes every stored soup through this same path."""
+    soups = [get_soup(m) for m in methods]
     ingredients, model_config, fingerprints = load_ingredients(run_dir, graph)
     check_ingredients(run_dir, config, graph)
-    if "pls" in methods:
+    if "pls" in [m.name for m in soups]:
         # METIS over a large graph needs more memory than the evaluators built next: cut (and cache on disk) the
         # partition learned soup's parts now, so that peak is not added to theirs.
         from ladle.sampling.partition import graph_parts
@@ -491,7 +523,6 @@ def _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch):
             check_weights(str(run_dir.checkpoint_path(spec)), state, model_config, graph.num_features,
                           graph.num_classes)
             baselines[spec.role] = {"sha256": sidecar["sha256"], "val": val.score(state), "test": test.score(state)}
-    written = {}
     for method in soups:
         if on_soup:
             on_soup(method.name, "start")
@@ -519,12 +550,8 @@ def _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch):
             "evaluation": evaluation,
             "trace": result.trace,
         }
-        written[method.name] = run_dir.save_soup(method.name, result.state, sidecar)
-        dispatch.soup(method.name, sidecar)
         log.info("%s: val %.4f test %.4f (%.2fs)", method.name, result.val, test_score, usage.seconds)
-        if on_soup:
-            on_soup(method.name, "done")
-    return written
+        yield method.name, result.state, sidecar
 
 
 def run(config: RunConfig | dict, out: str | Path, *, graph=None, save_graph: bool = False,

@@ -265,10 +265,16 @@ class Deferred(Callback):
             self.made.close()
 
 
-def make_loggers(names: Sequence[str], directory: str | Path, settings: dict | None = None) -> list[Callback]:
+def make_loggers(names: Sequence[str], directory: str | Path, settings: dict | None = None, *,
+                 run_root: str | Path | None = None) -> list[Callback]:
     """The loggers ``--log`` names, each writing under ``directory/NAME`` from its first event on; a missing
-    package is reported now, before any training."""
+    package is reported now, before any training. With ``run_root`` (``directory`` lies in a run, which may
+    come from someone else), each tracker's folder is made and checked first: no link on the way or inside it."""
     from ladle.errors import suggest
+    from ladle.files import tracker_folder
+
+    def made(where: Path) -> Path:
+        return where if run_root is None else tracker_folder(Path(run_root), where)
 
     out = []
     for name in names:
@@ -277,7 +283,9 @@ def make_loggers(names: Sequence[str], directory: str | Path, settings: dict | N
         cls, module, keyword = LOGGERS[name]
         _need(module, name)
         kwargs = {keyword: settings} if keyword else {}
-        out.append(Deferred(lambda cls=cls, where=Path(directory) / name, kwargs=kwargs: cls(where, **kwargs)))
+        if run_root is not None and Path(run_root).is_dir():
+            made(Path(directory) / name)  # a run that exists (a resume): refused now, before any training
+        out.append(Deferred(lambda cls=cls, where=Path(directory) / name, kwargs=kwargs: cls(made(where), **kwargs)))
     return out
 
 

@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_graph_flags(verify)
     verify.set_defaults(handler=cmd_verify)
 
-    for command in (run, train, soup, predict, verify):
+    for command in (run, train, soup, report, predict, verify):
         command.add_argument("--allow-import", action="append", nargs="?", const="", metavar="MODULE",
                              help="trust MODULE (comma-separated or repeated; submodules included): a config or run "
                                   "may then name a model in it (model = \"python:MODULE:Cls\"), a torch.nn.Module "
@@ -171,7 +171,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress and no table; print the run directory")
     p.add_argument("--log", type=_names, default=[], metavar="NAMES",
                    help="trackers to log to, comma-separated: tensorboard, mlflow, wandb (offline), each an extra")
-    p.add_argument("--log-dir", type=Path, help="where the trackers write (default RUN_DIR/logs)")
+    p.add_argument("--log-dir", type=Path, help="where the trackers write (default RUN_DIR/logs, checked for links "
+                                                "like every file of a run; a folder outside the run is yours)")
     groups = {}
     for flag in run_flags():
         group = groups.get(flag.group) or groups.setdefault(flag.group, p.add_argument_group(flag.group))
@@ -464,7 +465,11 @@ def _callbacks(args, config=None) -> list:
     names = getattr(args, "log", None)
     if names:
         settings = flat_settings(config.identity()) if config is not None else None
-        callbacks += make_loggers(names, args.log_dir or Path(args.out) / "logs", settings)
+        run, where = Path(args.out), args.log_dir or Path(args.out) / "logs"
+        # Inside the run (the default), each tracker's folder is checked for links first; a --log-dir elsewhere
+        # is the user's own choice.
+        inside = os.path.abspath(where).startswith(os.path.abspath(run) + os.sep)
+        callbacks += make_loggers(names, where, settings, run_root=run if inside else None)
     return callbacks
 
 

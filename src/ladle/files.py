@@ -55,6 +55,27 @@ def check_inside(root: Path, path: Path) -> Path:
     return path
 
 
+def tracker_folder(root: Path, folder: Path) -> Path:
+    """A folder inside a run that a third-party writer (TensorBoard, MLflow's SQLite, W&B) fills with its own I/O,
+    which never meets ladle's checks: made here with no link on the way, a real folder, with no link anywhere
+    inside it, so what the tracker opens by name stays inside the run."""
+    root, folder = Path(root), Path(folder)
+    check_inside(root, folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise LadleError(f"cannot create {folder}: {err.strerror or err}", fix=WRITE_FIX) from None
+    check_inside(root, folder)  # the folders just made, too
+    if not folder.is_dir():
+        raise LadleError(f"{folder} is not a folder", fix="remove it: the tracker writes a folder there")
+    for where, dirs, files in os.walk(folder, followlinks=False):
+        for name in dirs + files:
+            if os.path.islink(os.path.join(where, name)):
+                raise LadleError(f"{os.path.join(where, name)} is a symbolic link; a tracker would write through it",
+                                 fix="remove the link (ladle never writes through links inside a run directory)")
+    return folder
+
+
 def atomic_write(path: Path, payload: bytes, *, root: Path | None = None) -> None:
     """Write ``payload`` to ``path`` atomically; with ``root``, refuse any link between ``root`` and ``path``.
 
@@ -122,10 +143,12 @@ def read_bytes(path: Path, *, root: Path | None = None, limit: int | None = None
             raise LadleError(f"{path} is a symbolic link; ladle never follows links inside a run directory",
                              fix="replace the link with the real file") from None
         raise LadleError(f"cannot read {path}: {err.strerror or err}", fix=f"restore the {what}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # a folder, a FIFO, a device: checked before Python wraps the descriptor
+        os.close(fd)
+        kind = "a folder" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise LadleError(f"{path} is {kind} where ladle expects a file", fix=f"restore the {what}")
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise LadleError(f"{path} is not a regular file", fix=f"restore the {what}")
         if limit is not None and info.st_size > limit:
             raise LadleError(f"{path} holds {info.st_size:,} bytes, more than the {limit:,} a {what} may",
                              fix=f"restore the {what} ladle wrote")

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import statistics
 
-from ladle.files import sha256
-from ladle.store import RunDir, is_number, timeline_entry
+from ladle.files import read_bytes, sha256
+from ladle.store import MAX_WEIGHTS_BYTES, RunDir, is_number, timeline_entry
 
 log = logging.getLogger(__name__)
 
@@ -21,10 +22,11 @@ def recomputed_scores(run_dir: RunDir, sidecars: list[dict], soups: dict[str, di
     """Ingredient scores the soup step computed from weights whose checksum matches what is on disk now."""
     on_disk = {}
     for s in sidecars:
-        try:
-            payload = (run_dir.ingredients / f"{s['name']}.safetensors").read_bytes()
-        except OSError:
+        path = run_dir.ingredients / f"{s['name']}.safetensors"
+        if not os.path.lexists(path):
             continue
+        # The one bounded reader: a link, a FIFO, a device or an oversized file is refused, naming it.
+        payload = read_bytes(path, root=run_dir.path, limit=MAX_WEIGHTS_BYTES, what="checkpoint")
         if sha256(payload) == s["sha256"]:
             on_disk[s["name"]] = s["sha256"]
     found = {}
@@ -140,17 +142,29 @@ def markdown_table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_report(run_dir: RunDir) -> dict:
+DERIVED_FILES = ("results.json", "results.jsonl", "report.md")
+
+
+def derived_files(run_dir: RunDir) -> tuple[dict, dict[str, bytes]]:
+    """The results and the bytes of each file ``ladle report`` derives from a run's files (plots aside): what
+    ``verify`` compares the files on disk with."""
     results = build_results(run_dir)
     timeline = [t for t in run_dir.timeline() if _timeline_entry(t)]
     results["timeline"] = timeline
-    run_dir.write("results.json", (json.dumps(results, indent=2) + "\n").encode())
     lines = [json.dumps({"kind": "ingredient", **r}) for r in results["ingredients"]]
     lines += [json.dumps({"kind": "baseline", "name": n, **b}) for n, b in results["baselines"].items()]
     lines += [json.dumps({"kind": "soup" if s["is_soup"] else "reference", "name": n, **s})
               for n, s in results["soups"].items()]
-    run_dir.write("results.jsonl", ("\n".join(lines) + "\n").encode())
-    run_dir.write("report.md", markdown_table(results).encode())
+    return results, {"results.json": (json.dumps(results, indent=2) + "\n").encode(),
+                     "results.jsonl": ("\n".join(lines) + "\n").encode(),
+                     "report.md": markdown_table(results).encode()}
+
+
+def write_report(run_dir: RunDir) -> dict:
+    results, files = derived_files(run_dir)
+    for name, payload in files.items():
+        run_dir.write(name, payload)
+    timeline = results["timeline"]
     if results["ingredients"]:
         from ladle.plots import plot_gis_curves, plot_scores, plot_timeline
 

@@ -18,6 +18,7 @@ fingerprint), and it never chooses a data root, a file outside itself, or code t
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from pathlib import Path
 
@@ -36,6 +37,7 @@ SOUP_FORMAT = "ladle.soup/1"
 RUN_FORMAT = "ladle.run/1"
 MAX_WEIGHTS_BYTES = 64 * 2**30
 MAX_CONFIG_BYTES = 2**20
+BASELINE_NAMES = ("long", "long-swa", "long-ema")  # RunConfig.baseline_specs' roles
 
 __all__ = ["RunDir", "atomic_write", "read_json", "read_weights", "save_weights", "sha256", "write_json"]
 
@@ -260,7 +262,12 @@ class RunDir:
             values = tomllib.loads(text.decode("utf-8-sig"))
         except (UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
             raise LadleError(f"{path} is not valid TOML ({err})", fix="restore the config.toml ladle wrote") from None
-        return build_config(values, source=str(path))
+        except RecursionError:
+            raise LadleError(f"{path} is nested too deeply to be a config ladle wrote",
+                             fix="restore the config.toml ladle wrote") from None
+        config = build_config(values, source=str(path))
+        self.models()  # every reader of a run reads its config: a run where two files answer to one name stops here
+        return config
 
     def manifest(self) -> dict | None:
         """``run.json`` (the dataset and the config's identity hash at creation), or None for older runs."""
@@ -375,16 +382,36 @@ class RunDir:
             out[name] = sidecar
         return out
 
+    def models(self) -> dict[str, Path]:
+        """Every model of this run a reader may serve, by name -> its folder: ``ingredient-NN`` in ingredients/,
+        the baselines (``long``, ``long-swa``, ``long-ema``) in baselines/, a registered soup method in soups/.
+        One name, one file: a name in a folder it does not belong to, or in two folders, is refused (a planted
+        ``soups/long.*`` would otherwise answer for the baseline). ``predict``, ``load_model`` and ``verify``
+        all read through this listing."""
+        from ladle.soups import SOUPS
+
+        belongs = {self.soups: lambda n: n in SOUPS.names(), self.baselines: lambda n: n in BASELINE_NAMES,
+                   self.ingredients: lambda n: re.fullmatch(r"ingredient-\d{2,}", n) is not None}
+        found: dict[str, Path] = {}
+        for folder, ok in belongs.items():
+            names = sorted(set(self._names(folder, "*.json")) | set(self._names(folder, "*.safetensors")))
+            for name in names:
+                if not ok(name):
+                    raise LadleError(f"{folder / name}.*: {folder.name}/ holds no model named {name!r}; ladle never "
+                                     f"writes one there", fix="remove the stray files: one name, one model")
+                if name in found:
+                    raise LadleError(f"two files answer to {name!r}: in {found[name].name}/ and in {folder.name}/",
+                                     fix="remove the stray pair: one name, one model")
+                found[name] = folder
+        return found
+
     def weights_path(self, name: str) -> Path:
         """The weights of a soup, an ingredient or a baseline (``long``, ``long-swa``) of this run, by name:
         only names the run lists, so no name (``../x``, an absolute path) can reach a file outside it."""
-        listed = {folder: self._names(folder, "*.safetensors") for folder in (self.soups, self.baselines)}
-        listed[self.ingredients] = self.ingredient_names()
-        for folder, names in listed.items():
-            if name in names:
-                return folder / f"{name}.safetensors"
-        raise LadleError(f"{self.path} has no model named {name!r}",
-                         fix="choices: " + ", ".join(n for names in listed.values() for n in names))
+        listed = self.models()
+        if name in listed:
+            return listed[name] / f"{name}.safetensors"
+        raise LadleError(f"{self.path} has no model named {name!r}", fix="choices: " + ", ".join(listed))
 
     def write(self, relative: str, payload: bytes) -> None:
         """Write a file of the run (a report, a plot) atomically, never through a link."""

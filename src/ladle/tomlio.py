@@ -16,10 +16,18 @@ def load_toml(path: str | Path) -> dict:
         raise LadleError(f"config file {path} does not exist", fix="check the path given to --config") from None
     except (OSError, UnicodeDecodeError) as err:
         raise LadleError(f"cannot read config file {path}: {err}", fix="give a readable UTF-8 TOML file") from None
+    return parse_toml(text, path)
+
+
+def parse_toml(text: str, path) -> dict:
+    """TOML text as a dict, or one error naming the file (a document nested past the parser's depth included)."""
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
         raise LadleError(f"{path} is not valid TOML: {err}", fix="see ladle examples for the layout") from None
+    except RecursionError:
+        raise LadleError(f"{path} is nested too deeply to be a ladle config", fix="see ladle examples for the "
+                                                                                  "layout") from None
 
 
 def dump_toml(values: dict[str, Any], name: str = "") -> str:

@@ -43,23 +43,25 @@ def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path |
                          fix="give the folder that ladle run or ladle train wrote")
     checks += _links(run_dir)
     try:
+        listed = run_dir.models()  # exactly what predict and load_model would read, one file per name
+    except LadleError as err:
+        return checks + [Check(str(run_dir.path), False, f"{err.message} ({err.fix})")]
+    try:
         config = run_dir.config()
         checks.append(Check(str(run_dir.path / "config.toml"), True, "valid config"))
     except LadleError as err:
         return checks + [Check(str(run_dir.path / "config.toml"), False, err.message)]
     checks += _manifest(run_dir, config)
     states, sidecars = {}, {}
-    for folder in (run_dir.ingredients, run_dir.soups, run_dir.trunk, run_dir.baselines):
-        if not folder.is_dir() or folder.is_symlink():
-            continue
-        for sidecar_path in sorted(folder.glob("*.json")):
-            if sidecar_path.is_symlink():
-                continue  # reported by _links
-            check, state, sidecar = _checkpoint(run_dir, sidecar_path)
-            checks.append(check)
-            if check.ok:
-                states[sidecar_path.stem] = state
-                sidecars[sidecar_path.stem] = sidecar
+    for name, folder in [*listed.items(), ("trunk", run_dir.trunk)]:
+        sidecar_path = folder / f"{name}.json"
+        if folder.is_symlink() or not os.path.lexists(sidecar_path) or sidecar_path.is_symlink():
+            continue  # links are reported by _links; weights without a sidecar are unfinished, served by nothing
+        check, state, sidecar = _checkpoint(run_dir, sidecar_path)
+        checks.append(check)
+        if check.ok:
+            states[name] = state
+            sidecars[name] = sidecar
     ingredient_names = [n for n in sidecars if n.startswith("ingredient-")]
     checks += _ingredients_fit_config(run_dir, config, {n: sidecars[n] for n in ingredient_names})
     checks += _soups_fit_ingredients(run_dir, {n: s for n, s in sidecars.items() if n not in STORED_MODELS},
@@ -79,6 +81,96 @@ def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path |
     checks.append(Check(config.dataset, True, f"graph from {source}: fingerprint {graph.fingerprint[:12]}… matches "
                                               "the run"))
     checks += _scores(config, graph, states, sidecars, ingredient_names)
+    checks += _recomputed_soups(run_dir, config, graph, states, sidecars, listed)
+    checks += _derived(run_dir)
+    return checks
+
+
+def _recomputed_soups(run_dir: RunDir, config, graph, states: dict, sidecars: dict, listed: dict) -> list[Check]:
+    """Every stored soup made again from the verified ingredients and the config's recipe (its seed and options,
+    never the sidecar's), through the code ``ladle soup`` runs: the same weights bit for bit on the CPU (within
+    1e-5 elsewhere), and every recorded field (scores, coefficients, trace, the ingredients' and baselines' scores,
+    options) equal; only the timing fields may differ."""
+    import json
+
+    import torch
+
+    from ladle.api import SOUP_TIMING_FIELDS, make_soups
+
+    stored = [n for n, folder in listed.items() if folder == run_dir.soups and n in sidecars]
+    if not stored:
+        return []
+    exact = torch.device(config.eval.device or config.device).type == "cpu"
+    try:
+        made = {name: (state, sidecar) for name, state, sidecar in make_soups(run_dir, config, graph, stored)}
+    except LadleError as err:
+        return [Check(str(run_dir.soups), False, f"soups not recomputed: {err.message}")]
+    checks = []
+    for name in stored:
+        state, sidecar = made[name]
+        expected = json.loads(json.dumps({k: v for k, v in sidecar.items() if k not in SOUP_TIMING_FIELDS}))
+        recorded = {k: sidecars[name].get(k) for k in expected}
+        # The graph is the one its fingerprint says; its name depends on how it was given (Data, --graph, a name).
+        expected["dataset"] = expected["dataset"]["fingerprint"]
+        recorded["dataset"] = (recorded["dataset"] or {}).get("fingerprint")
+        wrong = _differences(recorded, expected, 0.0 if exact else 1e-5)
+        wrong += _weight_differences(states.get(name), state, exact)
+        how = "bit for bit" if exact else "within 1e-5"
+        checks.append(Check(str(run_dir.soups / f"{name}.json"), not wrong,
+                            f"differs from the soup its ingredients and recipe give: {'; '.join(wrong[:4])}" if wrong
+                            else f"recomputed from the ingredients and the config's recipe: equal {how}"))
+    return checks
+
+
+def _differences(recorded, expected, tolerance: float, where: str = "") -> list[str]:
+    """The paths at which two JSON values differ (numbers by more than ``tolerance``)."""
+    if isinstance(expected, dict) and isinstance(recorded, dict):
+        return [d for k in sorted(set(expected) | set(recorded), key=str)
+                for d in _differences(recorded.get(k), expected.get(k), tolerance, f"{where}.{k}" if where else str(k))]
+    if isinstance(expected, list) and isinstance(recorded, list) and len(expected) == len(recorded):
+        return [d for i, (a, b) in enumerate(zip(recorded, expected))
+                for d in _differences(a, b, tolerance, f"{where}[{i}]")]
+    numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (recorded, expected))
+    if numbers and abs(recorded - expected) <= tolerance:
+        return []
+    return [] if recorded == expected else [f"{where} recorded {str(recorded)[:40]}, recomputed {str(expected)[:40]}"]
+
+
+def _weight_differences(stored, made, exact: bool) -> list[str]:
+    if stored is None or made is None:
+        return [] if stored is None and made is None else ["weights: one of the two has none"]
+    import torch
+
+    if set(stored) != set(made):
+        return ["weights: other tensors"]
+    same = (torch.equal if exact else lambda a, b: torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-5))
+    wrong = [k for k in sorted(made) if not same(stored[k], made[k].to(stored[k].device))]
+    return [f"weights: {', '.join(wrong[:3])} differ"] if wrong else []
+
+
+def _derived(run_dir: RunDir) -> list[Check]:
+    """results.json, results.jsonl and report.md are derived from the run's files: checked against what ``ladle
+    report`` gives from them now (absent is fine; plots are derived too and not compared)."""
+    from ladle.files import read_bytes
+    from ladle.report import derived_files
+
+    try:
+        _, files = derived_files(run_dir)
+    except LadleError as err:
+        return [Check(str(run_dir.path / "results.json"), False, f"cannot derive the report: {err.message}")]
+    checks = []
+    for name, payload in files.items():
+        path = run_dir.path / name
+        if not os.path.lexists(path):
+            continue
+        try:
+            same = read_bytes(path, root=run_dir.path, limit=64 * 2**20, what=name) == payload
+        except LadleError as err:
+            checks.append(Check(str(path), False, err.message))
+            continue
+        checks.append(Check(str(path), same, "derived: equals what ladle report gives from the verified files" if same
+                            else "derived, but differs from what the run's files give (edited, or not rewritten since "
+                                 "the last soup): ladle report RUN_DIR writes it again"))
     return checks
 
 
@@ -132,6 +224,8 @@ def _checkpoint(run_dir: RunDir, sidecar_path: Path):
 
 
 def _ingredients_fit_config(run_dir: RunDir, config, sidecars: dict[str, dict]) -> list[Check]:
+    from ladle.api import is_a_copy
+
     checks, specs, seen = [], config.ingredient_specs(), {}
     models = {repr(model_from_sidecar(s)) for s in sidecars.values()}
     if len(models) > 1:
@@ -149,7 +243,7 @@ def _ingredients_fit_config(run_dir: RunDir, config, sidecars: dict[str, dict]) 
             checks.append(Check(where, False, "not trained as the config says: " + "; ".join(differences[:3])))
             continue
         twin = seen.setdefault(sidecar["sha256"], name)
-        if twin != name and spec_differences(sidecar, specs[sidecars[twin]["index"]]):
+        if twin != name and is_a_copy(sidecar, specs[index], specs[sidecars[twin]["index"]]):
             checks.append(Check(where, False, f"holds the same weights as {twin}, though the two were to be trained "
                                               "differently: one is a copy"))
             continue

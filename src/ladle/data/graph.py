@@ -179,6 +179,15 @@ def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_c
         raise LadleError(f"dataset {name}: its labels hold {num_classes} class{'es' if num_classes != 1 else ''}; a "
                          "classifier needs at least two (every score would be 100%)",
                          fix="check the labels: class ids 0..C-1 with C >= 2")
+    if x.dim() != 2 or x.size(1) < 1:
+        raise LadleError(f"dataset {name}: node features of shape {list(x.shape)}; a GNN needs at least one feature "
+                         "per node", fix="give x as [N, F] with F >= 1 (a column of ones where nodes have none)")
+    finite = torch.isfinite(x).all(dim=1)
+    if not bool(finite.all()):
+        row = int((~finite).nonzero()[0])
+        raise LadleError(f"dataset {name}: node features hold NaN or infinite values ({int((~finite).sum())} rows, "
+                         f"first row {row}); every ingredient would train to NaN",
+                         fix="replace them (torch.nan_to_num, or impute) before giving the graph to ladle")
     if not canonical:
         edge_index = canonical_edges(edge_index.to(torch.long), num_nodes)
     y = y.to(torch.float32) if task == "multilabel" else y.to(torch.long).view(-1)
@@ -192,6 +201,20 @@ def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_c
         num_nodes=num_nodes,
     )
     return Graph(data, name, int(num_classes), task, metric, fingerprint(data))
+
+
+def check_metric_defined(name: str, metric: str, task: str, y: torch.Tensor, *masks: torch.Tensor) -> None:
+    """ROC-AUC needs both a positive and a negative node in the split it scores (in some task, for multi-label
+    targets); a binary graph whose validation nodes are one class cannot select anything."""
+    if metric != "rocauc" or (task == "multiclass" and int(y.max()) > 1):
+        return
+    for split, mask in zip(("validation", "test"), masks):
+        labels = y[mask.to(torch.bool)]
+        labels = labels.view(-1, 1) if labels.dim() == 1 else labels
+        both = ((labels == 1).any(0) & (labels == 0).any(0)).any()
+        if labels.numel() and not bool(both):
+            raise LadleError(f"dataset {name}: every {split} node has the same label, so ROC-AUC is undefined there",
+                             fix="give the split nodes of both classes, or score by accuracy (--metric acc)")
 
 
 def canonical_edges(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:

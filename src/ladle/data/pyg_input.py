@@ -60,6 +60,11 @@ def graph_from(obj: Any, *, name: str | None = None, split: int = 0, split_idx: 
         raise LadleError(f"the graph's x must be a float tensor [N, F], got {getattr(x, 'shape', type(x))}",
                          fix="data.x = data.x.float()")
     n = x.size(0)
+    if not isinstance(edge_index, torch.Tensor) or edge_index.is_floating_point() or edge_index.is_complex() \
+            or edge_index.dtype == torch.bool:
+        raise LadleError(f"the graph's edge_index is {getattr(edge_index, 'dtype', type(edge_index).__name__)}; node ids "
+                         "are integers (a float id like 2.5 names no node)",
+                         fix="data.edge_index = data.edge_index.long() if the values are whole numbers")
     if edge_index.dim() != 2 or edge_index.size(0) != 2:
         raise LadleError(f"the graph's edge_index must be [2, E], got {tuple(edge_index.shape)}",
                          fix="edge_index = edge_index.t() if it is [E, 2]")
