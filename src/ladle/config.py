@@ -152,8 +152,7 @@ class RunConfig(Options):
             if sampler.name == "neighbor" and len(sampler.fanouts) != self.model.layers:
                 raise LadleError(f"{where}.fanouts has {len(sampler.fanouts)} entries for a {self.model.layers}-layer "
                                  "model", fix="give one fanout per layer, for example --fanouts 15,10 for 2 layers")
-        if self.partition.method != "none" and not self.partition.parts:
-            # Resolved here, once: every ingredient's spec, its sidecar and config.toml then carry the real K.
+        if self.partition.method != "none" and not self.partition.parts:  # K resolved once: specs, sidecars, TOML
             object.__setattr__(self, "partition", dataclasses.replace(self.partition, parts=self.ingredients))
         if self.recipes and sum(r.count for r in self.recipes) != self.ingredients:
             raise LadleError(f"the recipes add up to {sum(r.count for r in self.recipes)} ingredients but "
