@@ -174,11 +174,10 @@ class RunConfig(Options):
     def ingredient_specs(self) -> list[IngredientSpec]:
         recipes = self.recipes or (Recipe(self.ingredients, self.sampler),)
         per_ingredient = [r for r in recipes for _ in range(r.count)]
-        parts = self.partition.parts
         shared = derive_seed(self.seed, "init")
         return [self._spec(i, r.sampler, derive_seed(self.seed if r.seed is None else r.seed, "data", i),
                            init_seed=shared if self.init == "shared" else derive_seed(self.seed, "init", i),
-                           part=None if self.partition.method == "none" else i % parts, trunk_epochs=self.trunk.epochs)
+                           part=None if self.partition.method == "none" else i % self.partition.parts, trunk_epochs=self.trunk.epochs)
                 for i, r in enumerate(per_ingredient)]
 
     def trunk_spec(self) -> IngredientSpec | None:
