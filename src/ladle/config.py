@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -153,7 +153,7 @@ class RunConfig(Options):
                 raise LadleError(f"{where}.fanouts has {len(sampler.fanouts)} entries for a {self.model.layers}-layer "
                                  "model", fix="give one fanout per layer, for example --fanouts 15,10 for 2 layers")
         if self.partition.method != "none" and not self.partition.parts:  # K resolved once: specs, sidecars, TOML
-            object.__setattr__(self, "partition", dataclasses.replace(self.partition, parts=self.ingredients))
+            object.__setattr__(self, "partition", replace(self.partition, parts=self.ingredients))
         if self.recipes and sum(r.count for r in self.recipes) != self.ingredients:
             raise LadleError(f"the recipes add up to {sum(r.count for r in self.recipes)} ingredients but "
                              f"ingredients = {self.ingredients}", fix="make the counts add up to ingredients")
@@ -162,8 +162,7 @@ class RunConfig(Options):
         """The options soup ``name`` runs with, as keywords (its defaults where the config gives none)."""
         from ladle.soups import SOUPS
 
-        given = dict(self.soup_options).get(name)
-        cls = SOUPS.options(name)
+        given, cls = dict(self.soup_options).get(name), SOUPS.options(name)
         return (given or cls()).to_dict() if cls is not None else {}
 
     def _spec(self, index: int, sampler: SamplerConfig, data_seed: int, **more) -> IngredientSpec:
@@ -177,7 +176,8 @@ class RunConfig(Options):
         shared = derive_seed(self.seed, "init")
         return [self._spec(i, r.sampler, derive_seed(self.seed if r.seed is None else r.seed, "data", i),
                            init_seed=shared if self.init == "shared" else derive_seed(self.seed, "init", i),
-                           part=None if self.partition.method == "none" else i % self.partition.parts, trunk_epochs=self.trunk.epochs)
+                           part=None if self.partition.method == "none" else i % self.partition.parts,
+                           trunk_epochs=self.trunk.epochs)
                 for i, r in enumerate(per_ingredient)]
 
     def trunk_spec(self) -> IngredientSpec | None:
