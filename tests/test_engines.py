@@ -181,6 +181,23 @@ def test_every_engine_trains_each_ingredient_on_the_same_part(serial_partitioned
         assert weights(out) == weights(serial_partitioned), engine
 
 
+def test_training_from_parts_is_the_same_on_every_engine(ray_cluster, tmp_path):
+    """From a partition folder each worker is sent its path (nothing through Ray's object store) and maps its own
+    part; serial, process and Ray give the same weights."""
+    from ladle.parts.writer import open_source, write_parts
+
+    write_parts(open_source("csbm:nodes=500,classes=3,features=8"), tmp_path / "pdir", 3, halo=1)
+    base = {"dataset": f"parts:{tmp_path / 'pdir'}", "sampler": {"name": "neighbor", "fanouts": [5, 5],
+                                                                  "batch_size": 64},
+            "train": {"epochs": 2}, "model": {"hidden": 8}, "soups": ["uniform"]}
+    runs = {}
+    for name, engine in (("serial", {"name": "serial"}), ("process", {"workers": 2}),
+                         ("ray", {"name": "ray", "address": ray_cluster})):
+        api.train(build_config({**base, "engine": engine}), tmp_path / name)
+        runs[name] = weights(tmp_path / name)
+    assert len(runs["serial"]) == 3 and runs["serial"] == runs["process"] == runs["ray"]
+
+
 def test_graph_payload_round_trips():
     from ladle.data import load_graph
     from ladle.engines.ray_cluster import graph_from_payload, graph_payload

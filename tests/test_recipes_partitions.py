@@ -27,10 +27,11 @@ def test_part_graphs_cover_the_nodes_and_keep_loss_on_the_core(halo, tmp_path, m
         is_core = membership[sub.data.n_id] == part
         assert torch.equal(sub.data.train_mask, graph.data.train_mask[sub.data.n_id] & is_core)
         assert not bool(sub.data.val_mask.any() or sub.data.test_mask.any())
-        if halo:  # every neighbour of the core is present
+        if halo:  # every neighbour of the core is present; no edge joins two halo nodes
             src, dst = graph.data.edge_index
             needed = src[torch.isin(dst, core)].unique()
             assert bool(torch.isin(needed, sub.data.n_id).all()) and bool((~is_core).any())
+            assert bool(is_core[sub.data.edge_index].any(0).all())
         else:
             assert bool(is_core.all())
         ei = sub.data.edge_index  # only true edges
@@ -143,8 +144,8 @@ def test_each_ingredient_trains_on_its_own_part_of_k(method, parts_flag, halo, t
         core = expected[s["partition"]["part"]]
         inside = torch.isin(dst, core)
         halo_nodes = src[inside][~torch.isin(src[inside], core)].unique() if halo else torch.empty(0)
-        held = torch.cat([core, halo_nodes])  # the subgraph induced on the core and its halo
-        edges = int((torch.isin(src, held) & torch.isin(dst, held)).sum())
+        held = torch.cat([core, halo_nodes])  # the edges touching the core, within the core and its halo
+        edges = int((torch.isin(src, held) & torch.isin(dst, held) & (torch.isin(src, core) | inside)).sum())
         assert s["part_graph"] == {"nodes": core.numel(), "halo_nodes": halo_nodes.numel(), "edges": edges,
                                    "nodes_sha256": _node_sha(core)}
     config = load_config(out / "config.toml")

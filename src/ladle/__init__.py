@@ -19,7 +19,7 @@ _PUBLIC = {
     "Graph": "ladle.data.graph", "load_graph": "ladle.data.datasets", "LadleError": "ladle.errors",
     "RunDir": "ladle.store", "load_model": "ladle.models",
     "IngredientRecord": "ladle.train", "train_ingredient": "ladle.train",
-    "graph_from": "ladle.data.pyg_input", "save_npz": "ladle.data.npz",
+    "graph_from": "ladle.data.pyg_input", "save_npz": "ladle.data.npz", "save_npy": "ladle.data.npy",
     "Callback": "ladle.callbacks", "ProgressBar": "ladle.callbacks", "TensorBoardLogger": "ladle.callbacks",
     "MLflowLogger": "ladle.callbacks", "WandbLogger": "ladle.callbacks",
     "allow_import": "ladle.models.python_model",

@@ -113,14 +113,23 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
     if hasattr(runner, "prepare"):
         runner.prepare(config.device)  # local workers get ready while the graph loads
     # The graph first: a dataset that fails to load must not leave an empty run directory behind.
-    if resume:
+    if config.dataset.lower().startswith("parts:"):  # never whole here: each worker opens its own part
+        config, graph, meta = _parts_source(config)
+        if resume:
+            run_dir = RunDir(out)
+            check_ingredients(run_dir, config)
+            if _recorded_fingerprint(run_dir) not in (None, meta["fingerprint"]):
+                raise LadleError(f"{config.dataset} is not the partition {out} was trained on (its fingerprint "
+                                 "differs)", fix="give the partition folder the run was made with")
+    elif resume:
         run_dir = RunDir(out)
         graph = run_graph(run_dir, config, graph=graph, root=root, graph_file=graph_file)
         check_ingredients(run_dir, config, graph)
     else:
         graph = with_metric(graph if graph is not None else load_graph(config.dataset, config.root), config.metric)
-    _check_fits_graph(config, graph)
-    meta = dataset_meta(graph)
+    if isinstance(graph, Graph):
+        _check_fits_graph(config, graph)
+        meta = dataset_meta(graph)
     created = not resume
     if created:
         existed = Path(out).exists()
@@ -146,7 +155,41 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
         if created and not _stored_any(run_dir, config):  # nothing finished: leave no half-made run behind
             _remove_run(run_dir, keep_folder=existed)
         raise
-    return run_dir, graph, finished
+    return run_dir, graph if isinstance(graph, Graph) else None, finished
+
+
+def _parts_source(config: RunConfig):
+    """A ``parts:PDIR`` run's config with the folder's partition, the partition (its manifest checked, nothing
+    mapped) and the dataset entry its sidecars record. The config may restate the partition, never change it."""
+    from ladle.parts.reader import open_parts, parse_parts_spec
+
+    source = open_parts(parse_parts_spec(config.dataset))
+    m = source.manifest
+    given = config.partition
+    if given.method != "none" and (given.method, given.parts, given.halo) != (m["part_method"], m["num_parts"],
+                                                                              bool(m["halo_hops"])):
+        raise LadleError(f"partition = {given.method}, {given.parts} parts, halo {given.halo}, but {source.folder} "
+                         f"holds {m['part_method']}, {m['num_parts']} parts, halo {bool(m['halo_hops'])}",
+                         fix="leave out --partition/--parts/--halo with parts:PDIR (the folder decides), or cut the "
+                             "graph again with ladle partition")
+    from ladle.sampling.options import PartitionConfig
+
+    config = replace(config, partition=PartitionConfig(method=m["part_method"], parts=m["num_parts"],
+                                                       halo=bool(m["halo_hops"])))
+    if config.trunk.epochs or config.baseline != "none":
+        raise LadleError("a shared trunk and the long baseline train on the whole graph, which a parts: run never "
+                         "loads", fix="train them from the source graph (--dataset npy:DIR with --partition), or "
+                                      "leave out --trunk-epochs and --baseline")
+    if config.metric not in ("auto", m["metric"]):
+        raise LadleError(f"metric = {config.metric}, but {source.folder} was cut for {m['metric']}",
+                         fix="leave out --metric with parts:PDIR")
+    for p in sorted({s.part for s in config.ingredient_specs()}):  # from the manifest: no part's file is opened here
+        if not m[f"part-{p}"]["split_sizes"]["train"]:
+            raise LadleError(f"{source.folder}: part {p} holds no training node, so its ingredient would learn "
+                             "nothing", fix="cut the graph into fewer parts (ladle partition --parts)")
+    meta = {"name": source.name, "fingerprint": source.fingerprint, "task": m["task"], "metric": m["metric"],
+            "nodes": m["num_nodes"], "classes": m["num_classes"]}
+    return config, source, meta
 
 
 def _dispatch(callbacks, progress: bool) -> tuple[Dispatch, bool]:

@@ -103,6 +103,22 @@ def build_parser() -> argparse.ArgumentParser:
     soup.add_argument("--quiet", action="store_true", help="no progress and no table")
     soup.set_defaults(handler=cmd_soup)
 
+    part = sub.add_parser("partition", help="cut a graph into K parts on disk, streaming it (train from them with "
+                                            "--dataset parts:PDIR)")
+    part.add_argument("--dataset", required=True, help="the graph: npy:DIR[#K] is streamed, never read whole; any "
+                                                       "other dataset is loaded in memory first")
+    part.add_argument("--root", default="data", help="dataset folder (default data)")
+    part.add_argument("--parts", type=int, required=True, metavar="K", help="the number of parts")
+    part.add_argument("--method", default="random", choices=("random", "metis"),
+                      help="random (default: balanced, seeded, any size) or metis (pymetis; the adjacency must fit "
+                           "in memory)")
+    part.add_argument("--halo", type=int, default=0, choices=(0, 1),
+                      help="how ingredients train on a part: 0 on its own nodes, 1 with their neighbours in other "
+                           "parts as message sources (the files hold both either way)")
+    part.add_argument("--seed", type=int, default=0, help="the random partition's seed (default 0, as --partition)")
+    part.add_argument("--out", type=Path, required=True, metavar="PDIR", help="a new folder for the parts")
+    part.set_defaults(handler=cmd_partition)
+
     report = sub.add_parser("report", help="rebuild results.json, report.md and plots of a run")
     report.add_argument("run_dir", type=Path)
     report.set_defaults(handler=cmd_report)
@@ -367,6 +383,21 @@ def cmd_soup(args) -> int:
     api.soup(run_dir, args.method, root=args.root, graph_file=args.graph, callbacks=_callbacks(args), progress=False)
     args.out = args.run_dir
     _finish(args, write_report(run_dir))
+    return 0
+
+
+def cmd_partition(args) -> int:
+    from ladle.parts.writer import open_source, write_parts
+    from ladle.profiling import gib
+
+    m = write_parts(open_source(args.dataset, args.root), args.out, args.parts, method=args.method, halo=args.halo,
+                    seed=args.seed)
+    sizes = [b - a for a, b in m["node_map"]]
+    peak = "unknown" if m["peak_memory_bytes"] is None else gib(m["peak_memory_bytes"])
+    console.print(f"{args.out}: {m['num_nodes']:,} nodes and {m['num_edges']:,} neighbour entries in {m['num_parts']} "
+                  f"parts of {min(sizes):,} to {max(sizes):,} nodes ({m['part_method']}, halo {m['halo_hops']}); "
+                  f"{m['partition_seconds']:.1f} s, peak memory {peak}", highlight=False, markup=False)
+    console.print(f"train from it: ladle run --dataset parts:{args.out}", highlight=False, markup=False)
     return 0
 
 

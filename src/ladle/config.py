@@ -19,6 +19,7 @@ from ladle.engines.options import EngineConfig
 from ladle.errors import LadleError, suggest
 from ladle.models.options import ModelConfig, model_config
 from ladle.options import Options, check_int, option
+from ladle.parts import parts_count
 from ladle.sampling.options import (
     PartitionConfig,
     Recipe,
@@ -255,14 +256,13 @@ def build_config(file_values: dict | None = None, overrides: dict | None = None,
             raise LadleError(f"{source}: unknown key {key!r}", fix=suggest(key, _known_keys()))
     tables = {t: {k.split(".", 1)[1]: values.pop(k) for k in list(values) if k.startswith(f"{t}.")} for t in TABLES}
     if values:
-        key = sorted(values)[0]
-        raise LadleError(f"{source}: unknown key {key!r}", fix=suggest(key, _known_keys()))
+        raise LadleError(f"{source}: unknown key {sorted(values)[0]!r}", fix=suggest(sorted(values)[0], _known_keys()))
     model = model_config(tables["model"] or {"name": "gcn"}, source)
     train = TrainConfig.build({**type(model).train_defaults, **tables["train"]}, source)
     sampler = sampler_from_table(tables["sampler"], {k.split(".", 1)[1] for k in flags if k.startswith("sampler.")})
     soups, soup_options = soups_from_tables(tables["soups"], tables["learned"], top.pop("soups", None), source)
-    if recipes and "ingredients" not in top:
-        top["ingredients"] = sum(r.count for r in recipes)
+    if "ingredients" not in top and (count := sum(r.count for r in recipes) or parts_count(top.get("dataset"))):
+        top["ingredients"] = count  # as many as the recipes name, or one per part of a parts:PDIR graph
     return RunConfig(**top, soups=soups, soup_options=soup_options, model=model, train=train, sampler=sampler,
                      partition=PartitionConfig.build(tables["partition"], source),
                      engine=EngineConfig.build(tables["engine"], source), trunk=TrunkConfig.build(tables["trunk"], source),

@@ -324,6 +324,7 @@ class RunDir:
             "peak_device_mb": record.peak_device_mb,
             "history": record.history,
             **({"part_graph": record.part_graph} if record.part_graph else {}),
+            **({"scored_on": "part"} if record.scored_on == "part" else {}),
         }
         return save_weights(self.checkpoint_path(spec), record.state, sidecar, root=self.path)
 

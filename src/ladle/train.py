@@ -49,6 +49,7 @@ class IngredientRecord:
     average_of: str | None = None  # the model whose weights, averaged over its epochs, these are
     companion: IngredientRecord | None = None  # the tracked average of this model's weights (spec.track_average)
     part_graph: dict | None = None  # a partitioned ingredient's part: see :func:`part_summary`
+    scored_on: str = "graph"  # "part": trained from a partition folder, validated and scored on its own nodes
 
     @property
     def name(self) -> str:
@@ -80,7 +81,8 @@ def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | No
 
 def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.device = "cpu",
                      on_epoch: OnEpoch | None = None, start_state: dict | None = None,
-                     after_epoch: Callable[[int, torch.nn.Module], None] | None = None) -> IngredientRecord:
+                     after_epoch: Callable[[int, torch.nn.Module], None] | None = None,
+                     training_graph: Graph | None = None) -> IngredientRecord:
     """Train one ingredient and return its best-validation weights.
 
     Ties in validation keep the earlier epoch. With ``train.patience`` > 0, training stops after that
@@ -88,6 +90,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     initialisation; the data seed still governs everything after. ``graph`` may already be on ``device``.
     ``after_epoch(epoch, model)`` sees the weights after each epoch's steps, before validation (a benchmark's
     own look at them, e.g. averaging them); it must leave the model and the random streams as it found them.
+    ``training_graph`` (a part read from a partition folder) is what the sampler draws from; ``graph`` then is that
+    part with its own nodes' validation and test masks, which the ingredient is validated and scored on.
     With ``spec.track_average`` the record's ``companion`` is the best-validated average of the weights over the
     epochs this model trained (validated at every validation of the model, ties keeping the earlier epoch).
     """
@@ -100,7 +104,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
         model.load_state_dict(start_state)
     model = model.to(device)
     graph_on_device = graph.to(device)
-    train_graph = _training_graph(spec, graph)
+    train_graph = _training_graph(spec, graph) if training_graph is None else training_graph
     # Samplers work on the CPU graph; full batches use the graph already on the device (one copy there,
     # and one sparse adjacency, shared with validation, when the ingredient trains on the whole graph).
     if spec.sampler.name == "full":
@@ -169,7 +173,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     log.info("%s: best val %.4f at epoch %d (%.1fs)", spec.name, final["val"], best_epoch, seconds)
     return IngredientRecord(spec, best_state, final["val"], final["test"], final["train"], best_epoch, seconds,
                             history, graph.num_features, graph.num_classes, str(device), peak, epoch,
-                            companion=companion, part_graph=None if spec.part is None else part_summary(train_graph))
+                            companion=companion, part_graph=None if spec.part is None else part_summary(train_graph),
+                            scored_on="graph" if training_graph is None else "part")
 
 
 def _cpu_copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:

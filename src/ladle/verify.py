@@ -86,6 +86,19 @@ def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path |
     return checks
 
 
+def _part_scores(config, model_config, sidecar: dict, state) -> dict:
+    """An ingredient trained from a partition folder recorded its scores on its part's own nodes: recomputed there,
+    from that part's files (checked by checksum), as its worker scored them."""
+    from ladle.evaluation import Evaluator
+    from ladle.parts.reader import open_parts, parse_parts_spec
+
+    part = (sidecar.get("partition") or {}).get("part")
+    if not config.dataset.lower().startswith("parts:") or not isinstance(part, int):
+        raise LadleError(f"{sidecar['name']} says it was scored on its part, but the run was not trained from parts")
+    _, mine = open_parts(parse_parts_spec(config.dataset)).load_part(part)
+    return {s: Evaluator(mine, model_config, s, chunk_size=config.eval.chunk).score(state) for s in ("val", "test")}
+
+
 def _recomputed_soups(run_dir: RunDir, config, graph, states: dict, sidecars: dict, listed: dict) -> list[Check]:
     """Every stored soup made again from the verified ingredients and the config's recipe (its seed and options,
     never the sidecar's), through the code ``ladle soup`` runs: the same weights bit for bit on the CPU (within
@@ -312,7 +325,9 @@ def _scores(config, graph, states: dict, sidecars: dict, ingredient_names: list[
     checks = []
     for name, sidecar in sidecars.items():
         claims = []
-        if name in actual:
+        if name in actual and sidecar.get("scored_on") == "part":  # trained from parts: scored on its own part
+            claims.append((name, sidecar["scores"], _part_scores(config, model_config, sidecar, states[name])))
+        elif name in actual:
             claims.append((name, sidecar["scores"], actual[name]))
         elif name in STORED_MODELS:
             claims.append((name, sidecar["scores"], {s: evaluators[s].score(states[name]) for s in ("val", "test")}))

@@ -49,8 +49,20 @@ def _npz(spec, root):
     return load_npz(*parse_npz_spec(spec))
 
 
+def _npy(spec, root):
+    from ladle.data.npy import load_npy, parse_npy_spec
+
+    return load_npy(*parse_npy_spec(spec))
+
+
+def _parts(spec, root):
+    from ladle.parts.reader import load_parts_graph
+
+    return load_parts_graph(spec)
+
+
 DATASETS = Registry("dataset")
-PARAMETERISED = ("csbm", "csbm-arxiv", "csbm-products", "npz")  # NAME:options spellings
+PARAMETERISED = ("csbm", "csbm-arxiv", "csbm-products", "npz", "npy", "parts")  # NAME:options spellings
 for _name, _help in [
     ("csbm", "synthetic contextual SBM with planted communities (3,000 nodes by default); csbm:k=v,... sets options"),
     ("csbm-arxiv", "synthetic, sized like ogbn-arxiv: 169,343 nodes, ~1.17M edges, 128 features, 40 classes"),
@@ -59,6 +71,10 @@ for _name, _help in [
     DATASETS.add(_name, _csbm, "ladle.data.csbm:CSBMConfig", _help, reference="ladle")
 DATASETS.add("npz", _npz, None, "npz:PATH[#K]: your graph in the common .npz layout, split K (default 0)",
              reference="your file")
+DATASETS.add("npy", _npy, None, "npy:DIR[#K]: the npz layout as one memory-mappable .npy per array (ladle.save_npy)",
+             reference="your folder")
+DATASETS.add("parts", _parts, None, "parts:PDIR: a graph cut on disk by ladle partition; ingredient i trains on part "
+             "i mod K from its files alone", reference="ladle partition")
 for _name, _source, _help, _loader in [
     ("Cora", "PyG Planetoid", "2,708 nodes, 7 classes, public split 140/500/1000", _planetoid),
     ("CiteSeer", "PyG Planetoid", "3,327 nodes, 6 classes, public split 120/500/1000", _planetoid),

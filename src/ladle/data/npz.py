@@ -25,15 +25,16 @@ REQUIRED = ("node_features", "node_labels", "edges", "train_masks", "val_masks",
 OPTIONAL = ("metric",)  # the dataset's metric, "acc" or "rocauc"
 
 
-def parse_npz_spec(spec: str) -> tuple[Path, int]:
-    """``npz:PATH`` or ``npz:PATH#K`` -> (path, split). Only a last ``#`` followed by digits picks the split,
-    so a file whose name holds ``#`` is named as it is (``npz:a#b.npz``, or ``npz:run#3#0`` for split 0)."""
+def parse_npz_spec(spec: str, example: str = "npz:PATH, for example npz:graph.npz#0") -> tuple[Path, int]:
+    """``npz:PATH`` or ``npz:PATH#K`` -> (path, split) (``npy:DIR[#K]`` likewise). Only a last ``#`` followed by
+    digits picks the split, so a file whose name holds ``#`` is named as it is (``npz:a#b.npz``, or ``npz:run#3#0``
+    for split 0)."""
     body = spec.split(":", 1)[1]
     path, hash_sign, split = body.rpartition("#")
     if not hash_sign or not split.isdigit():
         path, split = body, ""
     if not path:
-        raise LadleError(f"dataset {spec!r} names no file", fix="write npz:PATH, for example npz:graph.npz#0")
+        raise LadleError(f"dataset {spec!r} names no file", fix=f"write {example}")
     return Path(path), int(split) if split else 0
 
 

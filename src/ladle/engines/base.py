@@ -79,17 +79,22 @@ def device_for(device: str, index: int) -> str:
     return device
 
 
-def train_and_store(spec: IngredientSpec, graph: Graph, store: IngredientStore, *, device: str, threads: int,
+def train_and_store(spec: IngredientSpec, graph, store: IngredientStore, *, device: str, threads: int,
                     worker: str, on_epoch=None) -> Finished:
-    """The unit of work of every engine: train one ingredient with ``threads`` torch threads and store it."""
+    """The unit of work of every engine: train one ingredient with ``threads`` torch threads and store it.
+    ``graph`` is a :class:`Graph`, or a :class:`ladle.parts.reader.PartSource` (a path and a manifest) from
+    which the worker reads the part ``spec.part`` alone."""
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
         started = time.time()
         progress = None if on_epoch is None else (lambda n, e, t, b, m: on_epoch(n, e, t, b, worker, m))
         start_state = store.start_state(spec)
+        training = None
+        if not isinstance(graph, Graph):  # a partition on disk: this worker opens its own part's files, no other
+            training, graph = graph.load_part(spec.part)
         record = train_ingredient(spec, graph, device=device_for(device, spec.index), on_epoch=progress,
-                                  start_state=start_state)
+                                  start_state=start_state, training_graph=training)
         for stored in filter(None, (record.companion, record)):
             if start_state is not None:
                 stored.trunk_sha256 = store.trunk_sha256

@@ -160,7 +160,8 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
     share a lock, and a worker killed while holding it would hang every other worker.
     """
     ctx = context(device)
-    share(graph)
+    if isinstance(graph, Graph):  # a partition on disk is sent as its path: each worker maps its own part
+        share(graph)
     pending, attempts = deque(specs), Counter()
     running: dict = {}  # process -> (spec, slot, the read end of its pipe)
     free = list(range(engine.workers))

@@ -121,7 +121,9 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
     started = _connect(engine.address)
     try:
         events = Queue(actor_options={"num_cpus": 0})  # progress only: it must never wait for a free CPU
-        graph_ref = ray.put(graph_payload(graph))
+        # A graph in memory goes into the object store once; a partition on disk goes as its path and manifest, and
+        # each task maps its own part's files (nothing large through the object store).
+        graph_ref = ray.put(graph_payload(graph)) if isinstance(graph, Graph) else graph
         task = ray.remote(_task).options(num_cpus=engine.cpus_per_ingredient, num_gpus=engine.gpus_per_ingredient,
                                          max_retries=engine.retries, retry_exceptions=False)
         pending = {task.remote(spec, graph_ref, store, device, engine.threads, events): spec for spec in specs}
@@ -153,7 +155,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
 def _task(spec, payload, store, device, threads, events) -> Finished:
     import ray
 
-    graph = graph_from_payload(payload)
+    graph = graph_from_payload(payload) if isinstance(payload, dict) else payload
     node = ray.get_runtime_context().get_node_id()[:8]
     label = f"ray-{node} (pid {os.getpid()})"
 

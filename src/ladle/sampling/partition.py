@@ -58,11 +58,17 @@ def graph_parts(graph: Graph, count: int, seed: int = 0) -> list[torch.Tensor]:
 
 def random_parts(graph: Graph, parts: int, seed: int = 0) -> torch.Tensor:
     """[N] part ids of a uniformly random, exactly balanced partition."""
-    if parts > graph.num_nodes:
-        raise LadleError(f"cannot cut {graph.num_nodes} nodes into {parts} parts", fix="use fewer --parts")
+    return random_membership(graph.num_nodes, parts, seed)
+
+
+def random_membership(num_nodes: int, parts: int, seed: int = 0) -> torch.Tensor:
+    """[N] part ids of a uniformly random, exactly balanced partition of ``num_nodes`` nodes: node ``perm[j]`` of a
+    seeded permutation goes to part ``j mod parts`` (what ``ladle partition`` writes, without the graph)."""
+    if parts > num_nodes:
+        raise LadleError(f"cannot cut {num_nodes} nodes into {parts} parts", fix="use fewer --parts")
     gen = torch.Generator().manual_seed(seed)
-    membership = torch.empty(graph.num_nodes, dtype=torch.long)
-    membership[torch.randperm(graph.num_nodes, generator=gen)] = torch.arange(graph.num_nodes) % parts
+    membership = torch.empty(num_nodes, dtype=torch.long)
+    membership[torch.randperm(num_nodes, generator=gen)] = torch.arange(num_nodes) % parts
     return membership
 
 
@@ -111,7 +117,8 @@ def membership_for(graph: Graph, method: str, parts: int, cache_dir=None) -> tor
 
 def part_graph(graph: Graph, membership: torch.Tensor, part: int, halo: bool = False) -> Graph:
     """The subgraph one partitioned ingredient trains on: part ``part`` (its core) and, with ``halo``,
-    the core's 1-hop neighbours as message sources. Only core training nodes carry the loss;
+    the core's 1-hop neighbours as message sources: the edges that touch the core (between two halo nodes
+    none, as ``ladle partition``'s parts hold them). Only core training nodes carry the loss;
     validation and test stay on the whole graph, so the masks here are empty."""
     from torch_geometric.data import Data
 
@@ -125,6 +132,8 @@ def part_graph(graph: Graph, membership: torch.Tensor, part: int, halo: bool = F
         outside = neighbour[membership[neighbour] != part].unique()
         nodes = torch.cat([core, outside])
     local = induced_subgraph(graph, nodes, LocalIndex(graph.num_nodes))
+    if halo:
+        local = local[:, (local < core.numel()).any(0)]
     edge_index = local.flip(0)  # rows sorted: the CSR view stays valid (the edge set is symmetric)
     data = graph.data
     is_core = torch.arange(nodes.numel()) < core.numel()
