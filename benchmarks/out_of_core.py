@@ -69,7 +69,10 @@ def generate(folder: Path, nodes: int, features: int, classes: int, degree: int,
 
 
 def limited(limit: str | None) -> list[str]:
-    return ["prlimit", f"--data={limit}", "--"] if limit else []
+    """``prlimit --data`` takes bytes (a suffix such as 3G is not a size to it)."""
+    from ladle.engines.options import size_bytes
+
+    return ["prlimit", f"--data={size_bytes(limit)}", "--"] if limit else []
 
 
 # Runs a command and reports the largest resident peak among it and its reaped descendants (ru_maxrss).

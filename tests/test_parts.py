@@ -13,6 +13,7 @@ import torch
 
 from ladle import api
 from ladle.cli import main
+from ladle.config import build_config
 from ladle.data import load_graph
 from ladle.data.npy import open_npy, save_npy
 from ladle.errors import LadleError
@@ -226,3 +227,24 @@ def test_a_run_from_parts_soups_and_verifies(pdir, tmp_path, capsys):
     assert [i["partition"]["part"] for i in results["ingredients"]] == [0, 1, 2]
     assert set(results["soups"]) == {"uniform", "gis", "ensemble"}
     assert main(["verify", str(out)]) == 0
+
+
+def test_worker_memory_refuses_a_plan_before_training_and_sidecars_record_each_workers_peak(pdir, tmp_path, capsys):
+    source = open_parts(pdir)
+    largest = max(range(3), key=source.part_bytes)
+    too_small = f"{source.part_bytes(largest) - 1}"
+    assert main(["train", "--dataset", f"parts:{pdir}", "--epochs", "1", "--worker-memory", too_small,
+                 "--out", str(tmp_path / "no"), "--quiet"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"part {largest} of {pdir} holds" in err and "more parts" in err and not (tmp_path / "no").exists()
+    assert main(["train", "--dataset", SMALL, "--epochs", "1", "--worker-memory", "1K", "--out",
+                 str(tmp_path / "no"), "--quiet"]) == 2
+    assert "every worker maps the whole graph" in " ".join(capsys.readouterr().err.split())
+    assert main(["train", "--dataset", f"parts:{pdir}", "--epochs", "1", "--worker-memory", "1G",
+                 "--out", str(tmp_path / "yes"), "--quiet"]) == 0
+    for p in range(3):
+        memory = json.loads((tmp_path / "yes" / "ingredients" / f"ingredient-0{p}.json").read_text())["worker_memory"]
+        assert memory["part_bytes"] == source.part_bytes(p)
+        assert memory["peak_rss_bytes"] >= memory["peak_anon_bytes"] > 0
+    with pytest.raises(LadleError, match="is not a size"):
+        build_config({"engine": {"worker_memory": "lots"}})

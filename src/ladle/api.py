@@ -130,6 +130,7 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
     if isinstance(graph, Graph):
         _check_fits_graph(config, graph)
         meta = dataset_meta(graph)
+    _check_worker_memory(config, graph)
     created = not resume
     if created:
         existed = Path(out).exists()
@@ -156,6 +157,30 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
             _remove_run(run_dir, keep_folder=existed)
         raise
     return run_dir, graph if isinstance(graph, Graph) else None, finished
+
+
+def _check_worker_memory(config: RunConfig, graph) -> None:
+    """``--worker-memory SIZE``: refuse before training a plan whose worker would hold more graph than SIZE (from a
+    partition, the largest part it trains on; in memory, the whole graph each worker maps)."""
+    from ladle.engines.options import size_bytes
+    from ladle.profiling import gib
+
+    if not config.engine.worker_memory:
+        return
+    limit = size_bytes(config.engine.worker_memory)
+    if isinstance(graph, Graph):
+        need = sum(t.numel() * t.element_size() for t in (graph.data.x, graph.data.edge_index, *graph.csr()))
+        if need > limit:
+            raise LadleError(f"engine.worker_memory = {config.engine.worker_memory}: every worker maps the whole graph "
+                             f"({gib(need)})", fix="cut it on disk (ladle partition --parts K) and train from the "
+                                                   "parts (--dataset parts:PDIR), or allow more memory")
+        return
+    sizes = {p: graph.part_bytes(p) for p in {s.part for s in config.ingredient_specs()}}
+    part, need = max(sizes.items(), key=lambda item: item[1])
+    if need > limit:
+        raise LadleError(f"engine.worker_memory = {config.engine.worker_memory}: part {part} of {graph.folder} holds "
+                         f"{gib(need)}, more than a worker may", fix="cut the graph into more parts (ladle partition "
+                                                                     "--parts), or allow more memory")
 
 
 def _parts_source(config: RunConfig):

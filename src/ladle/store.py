@@ -325,6 +325,7 @@ class RunDir:
             "history": record.history,
             **({"part_graph": record.part_graph} if record.part_graph else {}),
             **({"scored_on": "part"} if record.scored_on == "part" else {}),
+            **({"worker_memory": record.worker_memory} if record.worker_memory else {}),
         }
         return save_weights(self.checkpoint_path(spec), record.state, sidecar, root=self.path)
 

@@ -50,6 +50,7 @@ class IngredientRecord:
     companion: IngredientRecord | None = None  # the tracked average of this model's weights (spec.track_average)
     part_graph: dict | None = None  # a partitioned ingredient's part: see :func:`part_summary`
     scored_on: str = "graph"  # "part": trained from a partition folder, validated and scored on its own nodes
+    worker_memory: dict | None = None  # the worker's peaks while it trained this model (engines.base.worker_memory)
 
     @property
     def name(self) -> str:

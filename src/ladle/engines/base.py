@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
@@ -90,11 +92,14 @@ def train_and_store(spec: IngredientSpec, graph, store: IngredientStore, *, devi
         started = time.time()
         progress = None if on_epoch is None else (lambda n, e, t, b, m: on_epoch(n, e, t, b, worker, m))
         start_state = store.start_state(spec)
-        training = None
-        if not isinstance(graph, Graph):  # a partition on disk: this worker opens its own part's files, no other
-            training, graph = graph.load_part(spec.part)
-        record = train_ingredient(spec, graph, device=device_for(device, spec.index), on_epoch=progress,
-                                  start_state=start_state, training_graph=training)
+        training, part_bytes = None, None
+        with worker_memory() as usage:
+            if not isinstance(graph, Graph):  # a partition on disk: this worker opens its own part's files, no other
+                part_bytes = graph.part_bytes(spec.part)
+                training, graph = graph.load_part(spec.part)
+            record = train_ingredient(spec, graph, device=device_for(device, spec.index), on_epoch=progress,
+                                      start_state=start_state, training_graph=training)
+        record.worker_memory = {**usage, **({"part_bytes": part_bytes} if part_bytes is not None else {})}
         for stored in filter(None, (record.companion, record)):
             if start_state is not None:
                 stored.trunk_sha256 = store.trunk_sha256
@@ -104,6 +109,41 @@ def train_and_store(spec: IngredientSpec, graph, store: IngredientStore, *, devi
                         started, time.time())
     finally:
         torch.set_num_threads(previous)
+
+
+@contextmanager
+def worker_memory(interval: float = 0.02):
+    """This process's memory while the block trains one model: ``peak_rss_bytes``, the kernel's high-water mark of
+    resident memory (reset at entry; memory-mapped graph files count once touched) and ``peak_anon_bytes``, the
+    sampled peak of anonymous memory (what ``prlimit --data`` caps; mapped files do not count). None where /proc
+    cannot tell."""
+    from ladle.profiling import peak_resident
+
+    found = {"peak_rss_bytes": None, "peak_anon_bytes": None}
+    stop, anon = threading.Event(), [_anon_bytes()]
+
+    def sample():
+        while not stop.wait(interval):
+            anon[0] = max(anon[0] or 0, _anon_bytes() or 0) or None
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        with peak_resident() as peak:
+            yield found
+    finally:
+        stop.set()
+        sampler.join()
+        anon[0] = max(anon[0] or 0, _anon_bytes() or 0) or None
+        found.update(peak_rss_bytes=peak[0] if peak else None, peak_anon_bytes=anon[0])
+
+
+def _anon_bytes() -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("RssAnon:")) * 1024
+    except (OSError, StopIteration, ValueError):
+        return None
 
 
 def worker_label(kind: str, slot: int | str) -> str:

@@ -21,6 +21,8 @@ class EngineConfig(Options):
     address: str = option("", "Ray cluster: auto or HOST:PORT (default RAY_ADDRESS, else a local Ray)", empty=True)
     cpus_per_ingredient: float = option(1.0, "Ray CPUs per ingredient task", low=0.0, high=1e6)
     gpus_per_ingredient: float = option(0.0, "Ray GPUs per ingredient task", low=0.0, high=1e6)
+    worker_memory: str = option("", "refuse, before training, a plan whose worker would hold more graph than SIZE "
+                                    "(e.g. 2G, 512M; the largest part of a parts: run)", empty=True)
 
     def validate(self):
         from ladle.engines import ENGINES
@@ -30,6 +32,8 @@ class EngineConfig(Options):
                 raise LadleError(f"engine.name must be one of auto, {', '.join(ENGINES.names())}, got {self.name!r}",
                                  fix=suggest(self.name, ["auto", *ENGINES.names()]))
             object.__setattr__(self, "name", ENGINES.resolve(self.name))
+        if self.worker_memory:
+            size_bytes(self.worker_memory)  # a size, or one message
         if self.cpus_per_ingredient == 0 and self.gpus_per_ingredient == 0:
             raise LadleError("engine.cpus_per_ingredient and gpus_per_ingredient are both 0",
                              fix="reserve at least one CPU or GPU per ingredient")
@@ -39,3 +43,13 @@ class EngineConfig(Options):
         if self.name != "auto":
             return self.name
         return "process" if self.workers > 1 else "serial"
+
+
+def size_bytes(text: str) -> int:
+    """``2G``, ``512M``, ``1.5GiB``, ``1000000`` -> bytes (K, M, G, T are powers of 1024)."""
+    import re
+
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.I)
+    if not match:
+        raise LadleError(f"engine.worker_memory = {text!r} is not a size", fix="write it like 2G, 512M or 3GiB")
+    return int(float(match.group(1)) * 1024 ** " KMGT".index(match.group(2).upper() or " "))
