@@ -1,6 +1,8 @@
-"""Adversarial fuzzing of the run-directory readers: random edits of sidecars, config, manifest and log, and
-random symbolic links, then ``report``, ``verify`` and ``soup``. Every outcome is success with correct results
-or one clean error: exit status 0 or 2, never an internal error or a traceback, nothing written outside the run."""
+"""Adversarial fuzzing of the run-directory readers: random edits of sidecars, config, manifest and log, weights
+(the baselines' too), the run's own graph file, stray copies under another name or folder, and random symbolic
+links, then ``report``, ``verify`` (also against the run's ``graph.npz``, named), ``predict`` of the baseline and
+``soup``. Every outcome is success with correct results or one clean error: exit status 0 or 2, never an internal
+error or a traceback, nothing written outside the run."""
 import json
 import os
 import shutil
@@ -24,8 +26,12 @@ json_values = st.recursive(
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory):
     out = tmp_path_factory.mktemp("fuzz-run") / "run"
-    assert main(["run", "--dataset", SMALL, "--ingredients", "2", "--epochs", "3", "--hidden", "4",
-                 "--soups", "uniform,gis,ensemble", "--granularity", "3", "--out", str(out), "--quiet"]) == 0
+    assert main(["run", "--dataset", SMALL, "--ingredients", "2", "--epochs", "3", "--hidden", "4", "--baseline",
+                 "long", "--soups", "uniform,gis,ensemble", "--granularity", "3", "--out", str(out), "--quiet"]) == 0
+    from ladle.data import load_graph
+    from ladle.data.npz import save_npz
+
+    save_npz(load_graph(SMALL), out / "graph.npz")  # a graph file in the run, read only when named
     return out
 
 
@@ -51,7 +57,8 @@ def inside(run, path) -> bool:
 
 
 def apply_edit(run, outside, draw):
-    kind = draw(st.sampled_from(["sidecar", "sidecar", "config", "manifest", "log", "link", "delete"]))
+    kind = draw(st.sampled_from(["sidecar", "sidecar", "config", "manifest", "log", "link", "delete", "weights",
+                                 "graph", "stray"]))
     if kind in ("sidecar", "manifest"):
         files = sorted(run.glob("*/*.json")) if kind == "sidecar" else [run / "run.json"]
         if not files:
@@ -94,12 +101,41 @@ def apply_edit(run, outside, draw):
         else:
             path.unlink()
             os.symlink(draw(st.sampled_from([outside / "file.json", outside, "/etc/hostname"])), path)
+    elif kind in ("weights", "graph"):
+        files = sorted(run.glob("*/*.safetensors")) if kind == "weights" else [run / "graph.npz"]
+        path = draw(st.sampled_from(files)) if files else None
+        if path is None or not inside(run, path) or not path.is_file():
+            return
+        data = path.read_bytes()
+        choice = draw(st.sampled_from(["truncate", "flip", "folder", "fifo"]))
+        if choice == "truncate":
+            path.write_bytes(data[:draw(st.integers(0, len(data)))])
+        elif choice == "flip":
+            i = draw(st.integers(0, len(data) - 1))
+            path.write_bytes(data[:i] + bytes([data[i] ^ 0xFF]) + data[i + 1:])
+        else:
+            path.unlink()
+            path.mkdir() if choice == "folder" else os.mkfifo(path)
+    elif kind == "stray":  # one pair copied in under a name another folder holds, or one its folder never holds
+        pairs = [p for p in sorted(run.glob("*/*.json")) if inside(run, p) and p.with_suffix(".safetensors").is_file()]
+        if not pairs:
+            return
+        source = draw(st.sampled_from(pairs))
+        folder = run / draw(st.sampled_from(["soups", "baselines", "ingredients"]))
+        name = draw(st.sampled_from(["long", "gis", "ingredient-00", "long-swa", "x"]))
+        if not inside(run, folder) or not folder.is_dir():
+            return
+        for suffix in (".json", ".safetensors"):
+            target = folder / f"{name}{suffix}"
+            if inside(run, target) and not target.exists():
+                shutil.copyfile(source.with_suffix(suffix), target)
     else:
         files = [p for p in sorted(run.rglob("*")) if p.is_file() and inside(run, p)]
         if files:
             draw(st.sampled_from(files)).unlink()
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_edits_of_a_run_end_in_success_or_one_clean_error(clean, tmp_path_factory, capsys, data):
@@ -112,7 +148,10 @@ def test_random_edits_of_a_run_end_in_success_or_one_clean_error(clean, tmp_path
     for _ in range(data.draw(st.integers(1, 3))):
         apply_edit(run, outside, data.draw)
     clean_scores = json.loads((clean / "soups" / "uniform.json").read_text())
-    for argv in (["report", str(run)], ["verify", str(run)], ["soup", str(run), "--quiet", "--method", "uniform"]):
+    commands = (["report", str(run)], ["verify", str(run)], ["verify", str(run), "--graph", str(run / "graph.npz")],
+                ["predict", str(run), "--model", "long", "--out", str(root / "p.csv")],
+                ["soup", str(run), "--quiet", "--method", "uniform"])
+    for argv in commands:
         capsys.readouterr()
         status = main(argv)
         out = capsys.readouterr()
