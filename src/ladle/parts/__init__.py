@@ -8,15 +8,16 @@
     PDIR/part-P/indptr.npy  [n_P + 1] int64: the part's own nodes' full neighbour lists (CSR rows) ...
     PDIR/part-P/indices.npy [E_P] int64: ... in local ids: own nodes 0..n_P-1, then its halo (the neighbours that
                             lie in other parts), in ascending original id
-    PDIR/part-P/x.npy       [n_P + h_P, F] features of the own nodes, then of the halo
-    PDIR/part-P/y.npy       [n_P + h_P] or [n_P + h_P, T] labels (the halo's, too: a part is a subgraph of the source)
+    PDIR/part-P/x.npy       [n_P (+ h_P), F] features of the own nodes, then (halo_hops 1) of the halo
+    PDIR/part-P/y.npy       [n_P (+ h_P)] or [n_P (+ h_P), T] labels, likewise
     PDIR/part-P/orig_ids.npy [n_P + h_P] int64 original node ids (own ascending, then halo ascending)
     PDIR/part-P/{train,val,test}_mask.npy  [n_P] bool
 
 Part P's own nodes are the nodes of the partition's part P; renumbered, they form the contiguous range
 ``node_map[P]``. Every edge of the (undirected, deduplicated, self-loop-free) graph is stored once per endpoint's
 part, in that endpoint's row, so the parts together hold the whole graph. ``halo_hops`` (0 or 1) is how a part
-trains: on its own nodes' induced subgraph, or with its halo as message sources (the edges touching its own nodes).
+trains: on its own nodes' induced subgraph, or with its halo as message sources (the edges touching its own nodes),
+whose features and labels the part then holds too.
 
 ``parts:PDIR`` (:mod:`ladle.parts.reader`) trains ingredient i on part i mod K from that part's files alone,
 memory-mapped. A partition folder is data: its manifest is checked before anything is mapped (sizes, dtypes, ranges,

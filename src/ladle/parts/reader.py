@@ -88,9 +88,10 @@ def _check_part_entry(folder: Path, m: dict, p: int) -> None:
     if not (isinstance(sizes, dict) and all(isinstance(sizes.get(s), int) and not isinstance(sizes[s], bool)
                                             and 0 <= sizes[s] <= own for s in ("train", "val", "test"))):
         raise _bad(folder, f"part-{p}: split_sizes are not counts of its own nodes")
-    held = own + entry["num_halo_nodes"]
+    ids = own + entry["num_halo_nodes"]
+    held = ids if m["halo_hops"] else own  # features and labels: of the halo too where the parts train with it
     y_rank = 2 if m["task"] == "multilabel" else 1
-    expected = {"indptr": [own + 1], "orig_ids": [held], "x": [held, m["num_features"]], "y": [held],
+    expected = {"indptr": [own + 1], "orig_ids": [ids], "x": [held, m["num_features"]], "y": [held],
                 **{f"{s}_mask": [own] for s in ("train", "val", "test")}}
     for key in PART_FILES:
         f = entry.get(key)
@@ -175,6 +176,9 @@ class PartSource:
 
         from ladle.data.graph import Graph
 
+        if halo and not self.manifest["halo_hops"]:
+            raise LadleError(f"{self.folder} was cut with --halo 0: its parts hold no halo features",
+                             fix="cut the graph again with ladle partition --halo 1")
         halo = bool(self.manifest["halo_hops"]) if halo is None else halo
         a = self.arrays(p, verify=verify)
         own = self.manifest[f"part-{p}"]["num_nodes"]

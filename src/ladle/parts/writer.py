@@ -1,8 +1,11 @@
 """``ladle partition``: cut a graph into K parts on disk, streaming it, never holding it whole.
 
 Memory, stated in advance (N nodes, E undirected edges, F features, K parts, the largest part n nodes and e
-neighbour entries): the membership and the renumbering, 16 N bytes; one chunk of the source (``CHUNK_BYTES``); then,
-one part at a time, its sorted neighbour keys (8 e bytes, twice while deduplicating) and one chunk of its features.
+neighbour entries): the membership, the renumbering and a halo scratch, 33 N bytes; one chunk of the source
+(``CHUNK_BYTES``); then, one part at a time, its sorted neighbour keys (8 e bytes, a few times over while
+deduplicating and mapping them to local ids) and one chunk of its features. Disk: the parts' CSR (8 bytes per
+neighbour entry), the features once (with ``--halo 1`` also each part's halo's, which on a random cut is most of
+the graph), and 8 bytes per entry of scratch while bucketing.
 ``random`` needs nothing more; ``metis`` (pymetis) needs the graph's adjacency in memory, so it is for graphs that
 fit, and says so.
 
@@ -137,10 +140,11 @@ def _write(source: Source, work: Path, parts: int, method: str, halo: int, seed:
     sizes = np.bincount(part_of, minlength=parts)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
     order = np.argsort(part_of, kind="stable")  # new id -> original id: each part's nodes, ascending
-    new_id = np.empty(n, dtype=np.int64)
-    new_id[order] = np.arange(n, dtype=np.int64)
-    local = new_id - offsets[part_of]
+    local = np.empty(n, dtype=np.int64)  # each node's id within its part (its new id less its part's offset)
+    local[order] = np.arange(n, dtype=np.int64)
+    local -= offsets[part_of]
     buckets = _bucket_edges(source.edges, part_of, local, n, parts, work)
+    seen, halo_position = np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64)  # scratch, reused by every part
     files = {}
     num_edges = 0
     for p in range(parts):
@@ -159,13 +163,19 @@ def _write(source: Source, work: Path, parts: int, method: str, halo: int, seed:
         np.cumsum(np.bincount(rows, minlength=int(sizes[p])), out=indptr[1:])
         del rows
         outside = part_of[cols] != p
-        halo_ids = np.unique(cols[outside])
-        indices = np.where(outside, sizes[p] + np.searchsorted(halo_ids, cols), local[cols])
+        seen[:] = False
+        seen[cols[outside]] = True
+        halo_ids = np.flatnonzero(seen)  # ascending original id
+        halo_position[halo_ids] = np.arange(sizes[p], sizes[p] + halo_ids.size)
+        indices = np.where(outside, halo_position[cols], local[cols])
         del cols, outside
         orig = np.concatenate([own, halo_ids])
+        # The halo's features and labels only where the parts train with it: on a random cut nearly every node is
+        # some part's halo, and K copies of the features would cost K times the graph on disk.
+        held = orig if halo else own
         files[f"part-{p}"] = {
             "indptr": _save(folder / "indptr.npy", indptr), "indices": _save(folder / "indices.npy", indices),
-            "x": _gather(folder / "x.npy", source.x, orig), "y": _gather(folder / "y.npy", source.y, orig),
+            "x": _gather(folder / "x.npy", source.x, held), "y": _gather(folder / "y.npy", source.y, held),
             "orig_ids": _save(folder / "orig_ids.npy", orig),
             **{f"{s}_mask": _gather(folder / f"{s}_mask.npy", source.masks[s], own, bool)
                for s in ("train", "val", "test")},
