@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                            "in memory)")
     part.add_argument("--halo", type=int, default=0, choices=(0, 1),
                       help="how ingredients train on a part: 0 on its own nodes, 1 with their neighbours in other "
-                           "parts as message sources (the files hold both either way)")
+                           "parts as message sources (the part then holds their features too)")
     part.add_argument("--seed", type=int, default=0, help="the random partition's seed (default 0, as --partition)")
     part.add_argument("--out", type=Path, required=True, metavar="PDIR", help="a new folder for the parts")
     part.set_defaults(handler=cmd_partition)
@@ -134,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     predict.set_defaults(handler=cmd_predict)
 
     verify = sub.add_parser("verify", help="check a run without trusting its files: checksums, sidecars, config, "
-                                           "links, log; with its graph, every recorded score (exit 2 if any fails)")
+                                           "links, log; with its graph, every recorded score and every soup made "
+                                           "again (exit 2 if any fails)")
     verify.add_argument("run_dir", type=Path)
     _add_graph_flags(verify)
     verify.set_defaults(handler=cmd_verify)

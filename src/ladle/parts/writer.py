@@ -113,7 +113,8 @@ def write_parts(source: Source, out: str | Path, parts: int, *, method: str = "r
         raise LadleError(f"{out} already exists", fix="choose a new --out folder (a partition is written whole)")
     start = time.perf_counter()
     with peak_resident() as peak:
-        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
+        out.parent.mkdir(parents=True, exist_ok=True)  # written beside its final place, then renamed into it
+        work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
         try:
             manifest = _write(source, work, parts, method, halo, seed)
             manifest["partition_seconds"] = round(time.perf_counter() - start, 3)
