@@ -226,7 +226,7 @@ def test_a_run_from_parts_soups_and_verifies(pdir, tmp_path, capsys):
     results = json.loads((out / "results.json").read_text())
     assert [i["partition"]["part"] for i in results["ingredients"]] == [0, 1, 2]
     assert set(results["soups"]) == {"uniform", "gis", "ensemble"}
-    assert main(["verify", str(out)]) == 0
+    assert main(["verify", str(out), "--graph", str(pdir)]) == 0
 
 
 def test_worker_memory_refuses_a_plan_before_training_and_sidecars_record_each_workers_peak(pdir, tmp_path, capsys):

@@ -156,7 +156,7 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
         if created and not _stored_any(run_dir, config):  # nothing finished: leave no half-made run behind
             _remove_run(run_dir, keep_folder=existed)
         raise
-    return run_dir, graph if isinstance(graph, Graph) else None, finished
+    return run_dir, graph, finished
 
 
 def _check_worker_memory(config: RunConfig, graph) -> None:
@@ -280,6 +280,8 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
     must have the fingerprint the run recorded.
     """
     expected = _recorded_fingerprint(run_dir)
+    if config.dataset.lower().startswith("parts:") and (graph is None or is_parts(graph)):
+        return _run_parts(run_dir, config, graph, graph_file, expected)
     if graph is not None:
         graph = graph_from(graph)
     else:
@@ -322,6 +324,31 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
                          f"(fingerprint {graph.fingerprint[:12]}…, the run recorded {expected[:12]}…)",
                          fix="give the dataset, root or --graph file the run was made with")
     return graph
+
+
+def is_parts(graph) -> bool:
+    """Whether ``graph`` is a partition folder (:class:`~ladle.parts.reader.PartSource`), never put together."""
+    from ladle.parts.reader import PartSource
+
+    return isinstance(graph, PartSource)
+
+
+def _run_parts(run_dir: RunDir, config: RunConfig, source, folder, expected):
+    """A ``parts:`` run's partition: the one given (from the run just trained, or ``--graph PDIR``), never the
+    folder the run names, checked by fingerprint; its layers are then streamed over the parts, never put together."""
+    from ladle.parts.reader import open_parts
+
+    if source is None:
+        if folder is None:
+            raise LadleError(f"{run_dir.path} was trained from {config.dataset}; ladle opens no folder that a run "
+                             "directory names", fix="pass the partition folder yourself: --graph PDIR (checked by "
+                                                    "its fingerprint)")
+        source = open_parts(folder)
+    if expected is not None and source.fingerprint != expected:
+        raise LadleError(f"the partition given ({source.folder}) is not the one {run_dir.path} was trained from "
+                         f"(fingerprint {source.fingerprint[:12]}…, the run recorded {expected[:12]}…)",
+                         fix="give the partition folder the run was made with")
+    return source
 
 
 def graph_source(run_dir: RunDir, config: RunConfig, *, graph=None, root=None, graph_file=None) -> str:
@@ -567,23 +594,38 @@ def make_soups(run_dir: RunDir, config: RunConfig, graph: Graph, methods, *, on_
     soups = [get_soup(m) for m in methods]
     ingredients, model_config, fingerprints = load_ingredients(run_dir, graph)
     check_ingredients(run_dir, config, graph)
-    if "pls" in [m.name for m in soups]:
+    if "pls" in [m.name for m in soups] and not is_parts(graph):
         # METIS over a large graph needs more memory than the evaluators built next: cut (and cache on disk) the
         # partition learned soup's parts now, so that peak is not added to theirs.
         from ladle.sampling.partition import graph_parts
 
         graph_parts(graph, config.soup("pls")["parts"], config.seed)
     device = torch.device(config.eval.device or config.device)
-    graph_dev = graph.to(device)
-    # Selection scores many mixes: the fast engine gives the reference's scores at a fraction of the cost.
-    val = FastEvaluator(graph_dev, model_config, "val", chunk_size=config.eval.chunk)
-    test = Evaluator(graph_dev, model_config, "test", chunk_size=config.eval.chunk)
-    evaluation = val.describe()
+    if is_parts(graph):  # layer by layer over the parts, spilled beside the run: never the whole graph
+        from ladle.evaluation.streamed import PartsView, StreamedEvaluator
+
+        view = PartsView(graph, scratch=run_dir.path)
+        val, test = (StreamedEvaluator(view, model_config, split, config.eval.chunk, device) for split in ("val", "test"))
+    else:
+        view, graph_dev = None, graph.to(device)
+        # Selection scores many mixes: the fast engine gives the reference's scores at a fraction of the cost.
+        val = FastEvaluator(graph_dev, model_config, "val", chunk_size=config.eval.chunk)
+        test = Evaluator(graph_dev, model_config, "test", chunk_size=config.eval.chunk)
+    try:
+        yield from _soups_on(run_dir, config, graph, soups, ingredients, model_config, fingerprints, val, test,
+                             device, on_soup)
+    finally:
+        if view is not None:
+            view.close()
+
+
+def _soups_on(run_dir, config, graph, soups, ingredients, model_config, fingerprints, val, test, device, on_soup):
+    scores = {i.name: {"sha256": fingerprints[i.name], "val": val.score(i.state), "test": test.score(i.state)}
+              for i in ingredients} if soups else {}
+    evaluation = val.describe()  # after a first score: a streamed evaluator then knows what it keeps
     if config.eval.chunk and not evaluation["chunk_bound"]:
         log.warning("eval.chunk = %d bounds the reference scoring only; the fast evaluator's ingredient bank holds "
                     "the validation nodes' receptive field whole", config.eval.chunk)
-    scores = {i.name: {"sha256": fingerprints[i.name], "val": val.score(i.state), "test": test.score(i.state)}
-              for i in ingredients} if soups else {}
     baselines = {}
     for spec in config.baseline_specs() if soups else ():  # scored like the ingredients, from their weights
         if run_dir.has(spec):

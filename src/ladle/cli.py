@@ -87,8 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", type=Path, metavar="RUN_DIR",
                      help="finish a stopped run: train its missing ingredients with its stored config, then soup "
                           "(the graph from --root or --graph, never from a folder the run names)")
-    run.add_argument("--graph", type=Path, metavar="FILE.npz",
-                     help="with --resume: the .npz graph the run was trained on (checked by fingerprint)")
+    run.add_argument("--graph", type=Path, metavar="FILE.npz|PDIR",
+                     help="with --resume: the .npz graph (or partition folder) the run was trained on (checked by "
+                          "fingerprint)")
     run.set_defaults(handler=cmd_run)
     train = sub.add_parser("train", help="train and store ingredients only")
     _add_run_flags(train)
@@ -159,8 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_graph_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", help="your dataset folder (default data); a run never chooses where ladle reads data")
-    p.add_argument("--graph", type=Path, metavar="FILE.npz",
-                   help="for a run trained on an npz graph: that file, given again (checked by fingerprint)")
+    p.add_argument("--graph", type=Path, metavar="FILE.npz|PDIR",
+                   help="for a run trained on an npz graph: that file, given again; from parts: the partition "
+                        "folder (checked by fingerprint; never the place the run names)")
 
 
 def _config_path(text: str) -> Path:

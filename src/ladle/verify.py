@@ -298,7 +298,7 @@ def _timeline(run_dir: RunDir) -> list[Check]:
 def _root(run_dir: RunDir, config, root, graph_file) -> list[Check]:
     from ladle.api import DEFAULT_ROOT
 
-    if graph_file is not None or config.dataset.lower().startswith(("csbm", "npz:")):
+    if graph_file is not None or config.dataset.lower().startswith(("csbm", "npz:", "parts:")):
         return []
     given = DEFAULT_ROOT if root is None else str(root)
     if config.root != given:
@@ -314,13 +314,29 @@ def _tolerance(metric: str, count: int) -> float:
 
 
 def _scores(config, graph, states: dict, sidecars: dict, ingredient_names: list[str]) -> list[Check]:
+    from ladle.api import is_parts
     from ladle.evaluation import Evaluator
 
     if not ingredient_names:
         return []
     model_config, _, _ = model_from_sidecar(sidecars[ingredient_names[0]])
+    if is_parts(graph):  # streamed over the parts, as ladle soup scored them
+        from ladle.evaluation.streamed import PartsView, StreamedEvaluator
+
+        view = PartsView(graph)
+        try:
+            evaluators = {s: StreamedEvaluator(view, model_config, s, config.eval.chunk) for s in ("val", "test")}
+            return _score_checks(config, graph, states, sidecars, ingredient_names, model_config, evaluators,
+                                 {s: graph.split_size(s) for s in ("val", "test")})
+        finally:
+            view.close()
     evaluators = {s: Evaluator(graph, model_config, s, chunk_size=config.eval.chunk) for s in ("val", "test")}
-    tolerance = {s: _tolerance(graph.metric, int(graph.mask(s).sum())) for s in ("val", "test")}
+    return _score_checks(config, graph, states, sidecars, ingredient_names, model_config, evaluators,
+                         {s: int(graph.mask(s).sum()) for s in ("val", "test")})
+
+
+def _score_checks(config, graph, states, sidecars, ingredient_names, model_config, evaluators, counts):
+    tolerance = {s: _tolerance(graph.metric, counts[s]) for s in ("val", "test")}
     actual = {n: {s: evaluators[s].score(states[n]) for s in ("val", "test")} for n in ingredient_names}
     checks = []
     for name, sidecar in sidecars.items():

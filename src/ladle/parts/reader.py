@@ -122,6 +122,17 @@ class PartSource:
     def name(self) -> str:
         return f"{PREFIX}{Path(self.folder).name}"
 
+    # What a Graph tells about itself, from the manifest (nothing is mapped).
+    num_nodes = property(lambda self: self.manifest["num_nodes"])
+    num_features = property(lambda self: self.manifest["num_features"])
+    num_classes = property(lambda self: self.manifest["num_classes"])
+    task = property(lambda self: self.manifest["task"])
+    metric = property(lambda self: self.manifest["metric"])
+
+    def split_size(self, split: str) -> int:
+        """The number of ``split``'s nodes (``train``, ``val``, ``test``), from the manifest."""
+        return sum(self.manifest[f"part-{p}"]["split_sizes"][split] for p in range(self.num_parts))
+
     @property
     def fingerprint(self) -> str:
         """The partition's identity: its source, its cut and every file's checksum (timings left out)."""
