@@ -11,14 +11,15 @@
    in-memory engine's workers' peaks on the same graph and parts, and the weights compared.
    Both are validated only at their last epoch, so their weights are comparable bit for bit (in memory an
    ingredient validates on the whole graph, from parts on its own part's nodes).
-5. ``ladle soup`` over the parts' ingredients (uniform, greedy, GIS, ensemble), which still puts the graph together
-   in memory (no limit; its peak, the largest resident peak of its processes, is ``driver_peak``).
+5. ``ladle soup --graph P`` over the parts' ingredients (uniform, greedy, GIS, ensemble) under the same limit: every
+   score streams over the parts, layer by layer, never putting the graph together (``driver_peak`` is the largest
+   resident peak of its processes, memory-mapped pages included; the limit caps the anonymous ones).
 
     python benchmarks/out_of_core.py --nodes 200000 --parts 8           # a few minutes
     python benchmarks/out_of_core.py --nodes 2449029 --features 100 --degree 25 --classes 47 --parts 8
 
 Last line: ``graph_bytes=... ram_bytes=... parts=... worker_peak_max=... worker_anon_max=... memory_worker_peak_max=...
-worker_ratio=... driver_peak=... partition_s=... train_s=... soups_s=... best_test=... gis_test=... identical=...``.
+worker_ratio=... driver_peak=... limit=... partition_s=... train_s=... soups_s=... best_test=... gis_test=... identical=...``.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 CHUNK = 1 << 16  # nodes generated at a time
+SOUPS = ("uniform", "greedy", "gis", "ensemble")
 
 
 def generate(folder: Path, nodes: int, features: int, classes: int, degree: int, homophily: float, signal: float,
@@ -110,7 +112,7 @@ def main() -> None:
     parser.add_argument("--parts", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--limit", default="3G", help="prlimit --data for partition and training ('' for none)")
+    parser.add_argument("--limit", default="3G", help="prlimit --data for partition, training and soups ('' for none)")
     parser.add_argument("--no-memory-baseline", action="store_true", help="skip the in-memory engine's run")
     parser.add_argument("--work", type=Path, default=None, help="a folder for the graph, parts and runs (removed)")
     args = parser.parse_args()
@@ -146,7 +148,9 @@ def main() -> None:
             memory_peak = max(p["peak_rss_bytes"] for p in in_memory)
             print(f"in memory: worker peaks (GiB) {[round(p['peak_rss_bytes'] / 2**30, 2) for p in in_memory]}",
                   flush=True)
-        soups_s, driver_peak = timed([*ladle, "soup", str(work / "parts-run"), "--quiet"], env)
+        soups_s, driver_peak = timed([*limited(args.limit), *ladle, "soup", str(work / "parts-run"), "--graph",
+                                      str(work / "p"), *[f for m in SOUPS for f in ("--method", m)], "--quiet"], env)
+        print(f"soups from parts: {soups_s:.1f} s, peak {driver_peak / 2**30:.2f} GiB", flush=True)
         results = json.loads((work / "parts-run" / "results.json").read_text())
         soups = results["soups"]
         worker_peak = max(p["peak_rss_bytes"] for p in from_parts)
@@ -156,7 +160,7 @@ def main() -> None:
             "worker_anon_max": max(p["peak_anon_bytes"] for p in from_parts),
             "memory_worker_peak_max": memory_peak,
             "worker_ratio": None if memory_peak is None else round(worker_peak / memory_peak, 3),
-            "driver_peak": driver_peak, "partition_s": round(partition_s, 1), "train_s": round(train_s, 1),
+            "driver_peak": driver_peak, "limit": args.limit or None, "partition_s": round(partition_s, 1), "train_s": round(train_s, 1),
             "soups_s": round(soups_s, 1), "best_test": round(results["best_ingredient"]["test"], 4),
             "gis_test": round(soups["gis"]["test"], 4), "identical": identical,
         }
