@@ -594,6 +594,8 @@ def make_soups(run_dir: RunDir, config: RunConfig, graph: Graph, methods, *, on_
     soups = [get_soup(m) for m in methods]
     ingredients, model_config, fingerprints = load_ingredients(run_dir, graph)
     check_ingredients(run_dir, config, graph)
+    if not soups:  # nothing to score: no evaluator (a parts: run's driver may hold the manifest alone)
+        return
     if "pls" in [m.name for m in soups] and not is_parts(graph):
         # METIS over a large graph needs more memory than the evaluators built next: cut (and cache on disk) the
         # partition learned soup's parts now, so that peak is not added to theirs.

@@ -21,6 +21,9 @@ class EngineConfig(Options):
     address: str = option("", "Ray cluster: auto or HOST:PORT (default RAY_ADDRESS, else a local Ray)", empty=True)
     cpus_per_ingredient: float = option(1.0, "Ray CPUs per ingredient task", low=0.0, high=1e6)
     gpus_per_ingredient: float = option(0.0, "Ray GPUs per ingredient task", low=0.0, high=1e6)
+    part_placement: bool = option(False, "ray, from parts: train part P's ingredients on the nodes whose Ray resources "
+                                         "name ladle_part_P (each node finds the partition under its own "
+                                         "$LADLE_PARTS_ROOT, so no folder is shared)")
     worker_memory: str = option("", "refuse, before training, a plan whose worker would hold more graph than SIZE "
                                     "(e.g. 2G, 512M; the largest part of a parts: run)", empty=True)
 

@@ -14,6 +14,7 @@ import logging
 import os
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch_geometric.data import Data
@@ -120,14 +121,27 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
 
     started = _connect(engine.address)
     try:
-        events = Queue(actor_options={"num_cpus": 0})  # progress only: it must never wait for a free CPU
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        # Progress only: it must never wait for a free CPU, and it lives on the driver's node, which does not leave
+        # the cluster while the run lasts (a worker node may).
+        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
+        events = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": here})
         # A graph in memory goes into the object store once; a partition on disk goes as its path and manifest, and
         # each task maps its own part's files (nothing large through the object store).
         graph_ref = ray.put(graph_payload(graph)) if isinstance(graph, Graph) else graph
-        task = ray.remote(_task).options(num_cpus=engine.cpus_per_ingredient, num_gpus=engine.gpus_per_ingredient,
-                                         max_retries=engine.retries, retry_exceptions=False)
-        pending = {task.remote(spec, graph_ref, store, device, engine.threads, events): spec for spec in specs}
+        placed = engine.part_placement and not isinstance(graph, Graph)
+        if placed:
+            _check_placement(graph, specs, ray.cluster_resources())
+        remote = ray.remote(_task)
+        common = dict(num_cpus=engine.cpus_per_ingredient, num_gpus=engine.gpus_per_ingredient,
+                      max_retries=engine.retries, retry_exceptions=False)
+        pending = {}
+        for spec in specs:
+            task = remote.options(**common, **({"resources": {part_resource(spec.part): PART_SHARE}} if placed else {}))
+            pending[task.remote(spec, graph_ref, store, device, engine.threads, events)] = spec
         finished: dict[str, Finished] = {}
+        stranded: list = []  # ingredients whose part no node of the cluster holds any more
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
             _drain(events, Empty, on_epoch)
@@ -145,17 +159,68 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                 finished[done.name] = done
                 if on_done is not None:
                     on_done(done)
+            if placed and not ready:
+                # A task whose part's every node left would wait forever (Ray retries it only where the resource
+                # is): given up, while the others finish and are stored.
+                held = ray.cluster_resources()
+                for ref, spec in list(pending.items()):
+                    if held.get(part_resource(spec.part), 0) <= 0:
+                        ray.cancel(ref, force=True)
+                        stranded.append(pending.pop(ref))
         _drain(events, Empty, on_epoch)
+        if stranded:
+            parts = sorted({s.part for s in stranded})
+            raise LadleError(f"{', '.join(s.name for s in stranded)} could not train: no node of the cluster holds "
+                             f"part {', '.join(map(str, parts))} of {graph.folder} any more; the other ingredients "
+                             "are stored", fix=f"start a node that holds it ({_advertise(parts[0])}), then ladle run "
+                                               "--resume RUN_DIR")
         return [finished[s.name] for s in specs]
     finally:
         if started:
             ray.shutdown()
 
 
+PART_SHARE = 0.001  # of a node's ladle_part_P resource per task: many ingredients of one part may share the node
+PARTS_ROOT = "LADLE_PARTS_ROOT"
+
+
+def part_resource(part: int) -> str:
+    return f"ladle_part_{part}"
+
+
+def _advertise(part: int) -> str:
+    return f"{PARTS_ROOT}=DIR ray start ... --resources '{{\"{part_resource(part)}\": 1}}', DIR holding the folder"
+
+
+def _check_placement(source, specs, resources: dict) -> None:
+    """Every part an ingredient trains on is advertised by some node: else the task would wait forever."""
+    missing = sorted({s.part for s in specs if resources.get(part_resource(s.part), 0) <= 0})
+    if missing:
+        raise LadleError(f"--part-placement: no node of the Ray cluster advertises part "
+                         f"{', '.join(map(str, missing[:8]))} of {source.folder}",
+                         fix=f"on each node that holds part P: {_advertise(missing[0])} named "
+                             f"{Path(source.folder).name}")
+
+
+def node_source(source):
+    """The partition as this node holds it: under ``$LADLE_PARTS_ROOT`` (a node's own copy, no shared folder) when
+    set, else where the driver has it; the same partition (fingerprint) or refused."""
+    root = os.environ.get(PARTS_ROOT)
+    if not root:
+        return source
+    from ladle.parts.reader import open_parts
+
+    here = open_parts(Path(root) / Path(source.folder).name)
+    if here.fingerprint != source.fingerprint:
+        raise LadleError(f"{here.folder} on this node is another partition than the run's {source.folder}",
+                         fix=f"copy the run's partition folder to {root} on every node")
+    return here
+
+
 def _task(spec, payload, store, device, threads, events) -> Finished:
     import ray
 
-    graph = graph_from_payload(payload) if isinstance(payload, dict) else payload
+    graph = graph_from_payload(payload) if isinstance(payload, dict) else node_source(payload)
     node = ray.get_runtime_context().get_node_id()[:8]
     label = f"ray-{node} (pid {os.getpid()})"
 
