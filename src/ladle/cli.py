@@ -120,6 +120,14 @@ def build_parser() -> argparse.ArgumentParser:
     part.add_argument("--out", type=Path, required=True, metavar="PDIR", help="a new folder for the parts")
     part.set_defaults(handler=cmd_partition)
 
+    convert = sub.add_parser("convert", help="write a graph as an npy: folder (an ogbn dataset's raw files are "
+                                             "streamed in chunks; any other dataset is loaded in memory first)")
+    convert.add_argument("--dataset", required=True, help="ogbn-arxiv, ogbn-products, ogbn-papers100M (streamed "
+                                                          "from OGB's raw files), or any dataset ladle loads")
+    convert.add_argument("--root", default="data", help="dataset folder (default data)")
+    convert.add_argument("--out", type=Path, required=True, metavar="DIR", help="a new folder for the .npy files")
+    convert.set_defaults(handler=cmd_convert)
+
     report = sub.add_parser("report", help="rebuild results.json, report.md and plots of a run")
     report.add_argument("run_dir", type=Path)
     report.set_defaults(handler=cmd_report)
@@ -401,6 +409,26 @@ def cmd_partition(args) -> int:
                   f"parts of {min(sizes):,} to {max(sizes):,} nodes ({m['part_method']}, halo {m['halo_hops']}); "
                   f"{m['partition_seconds']:.1f} s, peak memory {peak}", highlight=False, markup=False)
     console.print(f"train from it: ladle run --dataset parts:{args.out}", highlight=False, markup=False)
+    return 0
+
+
+def cmd_convert(args) -> int:
+    from ladle.data.ogb import SETS
+    from ladle.errors import normalise_name
+
+    if normalise_name(args.dataset) in SETS and normalise_name(args.dataset) != "ogbnproteins":
+        from ladle.data.ogb_npy import ogb_to_npy
+
+        ogb_to_npy(args.dataset, args.root, args.out)
+        how = "streamed from OGB's raw files"
+    else:
+        from ladle.data import load_graph
+        from ladle.data.npy import save_npy
+
+        save_npy(load_graph(args.dataset, args.root), args.out)
+        how = "loaded in memory"
+    console.print(f"{args.out}: {args.dataset} as npy: ({how}); cut it with ladle partition --dataset npy:{args.out}",
+                  highlight=False, markup=False)
     return 0
 
 
