@@ -147,3 +147,18 @@ def test_pls_parts_are_cut_before_any_evaluator_exists(trained, tmp_path, monkey
     api.soup(run, ["pls"], graph=graph)
     assert events == ["metis", "evaluator"]
     assert list((tmp_path / "cache" / "partitions").glob("*-metis-8-*.npy"))
+
+
+def test_the_recorded_coefficients_do_not_depend_on_where_the_alphas_lie_in_memory():
+    """verify recomputes every soup bit for bit: the reported mean of each ingredient's mixing weights must not take
+    the last bit of a vectorised reduction, which moves with the row's alignment."""
+    import math
+
+    from ladle.soups.learned import exact_mean
+
+    values = torch.softmax(torch.randn(3, 37, generator=torch.Generator().manual_seed(0)), 0)[1]
+    expected = math.fsum(values.tolist()) / values.numel()
+    for offset in range(16):
+        buffer = torch.empty(offset + values.numel())
+        buffer[offset:] = values
+        assert exact_mean(buffer[offset:]) == expected

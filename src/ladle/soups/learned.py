@@ -14,6 +14,8 @@ signal: the result says so (``fitted_on_val``) and the report marks it.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ladle.soups.base import SoupResult, check_compatible, rank_by_val
@@ -77,12 +79,18 @@ def fit(ingredients, evaluator, options, batches) -> tuple[MixingWeights, list[d
     return weights, trace
 
 
+def exact_mean(values: torch.Tensor) -> float:
+    """The mean of ``values``, summed exactly: a vectorised mean's rounding depends on where the row happens to lie in
+    memory, so the same soup made again (``ladle verify``) could record another last bit."""
+    return math.fsum(values.tolist()) / values.numel()
+
+
 def finish(name, ingredients, evaluator, weights, trace) -> SoupResult:
     with torch.no_grad():
         state = {k: v.detach().cpu() for k, v in weights.state().items()}
     alphas = weights.alphas()
     # One number per ingredient for the report: its mixing weight averaged over the tensors.
-    coefficients = {ing.name: float(alphas[i].mean()) for i, ing in enumerate(ingredients)}
+    coefficients = {ing.name: exact_mean(alphas[i]) for i, ing in enumerate(ingredients)}
     trace.append({"per_tensor_alphas": {k: alphas[:, i].tolist() for i, k in enumerate(weights.keys)}})
     return SoupResult(name, state, evaluator.score(state), coefficients, trace, fitted_on_val=True)
 
