@@ -18,8 +18,9 @@
     python benchmarks/out_of_core.py --nodes 200000 --parts 8           # a few minutes
     python benchmarks/out_of_core.py --nodes 2449029 --features 100 --degree 25 --classes 47 --parts 8
 
-Last line: ``graph_bytes=... ram_bytes=... parts=... worker_peak_max=... worker_anon_max=... memory_worker_peak_max=...
-worker_ratio=... driver_peak=... limit=... partition_s=... train_s=... soups_s=... best_test=... gis_test=... identical=...``.
+Last line: ``graph_bytes=... ram_bytes=... parts=... worker_peak_max=... worker_anon_max=...
+memory_worker_peak_max=... worker_ratio=... driver_peak=... limit=... partition_s=... train_s=... soups_s=...
+best_test=... gis_test=... identical=...``.
 """
 from __future__ import annotations
 
@@ -160,7 +161,8 @@ def main() -> None:
             "worker_anon_max": max(p["peak_anon_bytes"] for p in from_parts),
             "memory_worker_peak_max": memory_peak,
             "worker_ratio": None if memory_peak is None else round(worker_peak / memory_peak, 3),
-            "driver_peak": driver_peak, "limit": args.limit or None, "partition_s": round(partition_s, 1), "train_s": round(train_s, 1),
+            "driver_peak": driver_peak, "limit": args.limit or None, "partition_s": round(partition_s, 1),
+            "train_s": round(train_s, 1),
             "soups_s": round(soups_s, 1), "best_test": round(results["best_ingredient"]["test"], 4),
             "gis_test": round(soups["gis"]["test"], 4), "identical": identical,
         }

@@ -235,3 +235,22 @@ def test_a_missing_metis_is_one_clear_error_before_training(monkeypatch, tmp_pat
         assert not out.exists()
     assert main(["run", "--dataset", "csbm:nodes=200,classes=2,features=4", "--partition", "random", "--epochs", "1",
                  "--ingredients", "2", "--out", str(tmp_path / "random"), "--quiet"]) == 0
+
+
+@pytest.mark.parametrize("spec", ["npz:graphs[v2]/g.npz", "npz:graphs[/v2]/g.npz", "npz:[bold]x.npz"])
+def test_brackets_in_user_data_are_printed_as_they_are(spec, tmp_path, capsys, monkeypatch):
+    """The CLI prints through rich: markup in a path or name is the user's text, never styling (nor a crash)."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--dataset", spec, "--epochs", "1", "--out", str(tmp_path / "r"), "--quiet"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert spec[len("npz:"):] in err and "MarkupError" not in err
+
+
+def test_every_install_hint_names_the_extra(capsys, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pymetis", None)  # as if the metis extra were not installed
+    assert main(["run", "--dataset", "csbm:nodes=200,classes=2,features=4", "--sampler", "cluster",
+                 "--epochs", "1", "--quiet"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "pip install 'ladle[metis]' (in a clone: pip install -e '.[metis]')" in err

@@ -6,12 +6,12 @@ the same arrays for papers100M's binary layout (whose unlabelled nodes get class
 import numpy as np
 import pytest
 import torch
-from test_data_loaders import write_csv_gz, write_ogb
 
 import ladle.data.ogb_npy as ogb_npy
 from ladle.cli import main
 from ladle.data import load_graph
 from ladle.errors import LadleError
+from test_data_loaders import write_csv_gz, write_ogb
 
 pytest.importorskip("ogb")
 

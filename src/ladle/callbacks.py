@@ -24,7 +24,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from ladle.errors import LadleError
+from ladle.errors import LadleError, install_hint
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _need(module: str, extra: str):
         return importlib.import_module(module)
     except ImportError:
         raise LadleError(f"the {extra} logger needs {module.split('.')[0]}, which is not installed",
-                         fix=f"pip install 'ladle[{extra}]'") from None
+                         fix=install_hint(extra)) from None
 
 
 class TensorBoardLogger(Callback):

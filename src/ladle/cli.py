@@ -14,6 +14,7 @@ import typing
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from ladle.errors import LadleError
@@ -55,22 +56,23 @@ def _dispatch(args) -> int:
                 return args.handler(args) or 0
         return args.handler(args) or 0
     except LadleError as err:
-        errors.print(f"[bold red]error:[/] {err.message}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]error:[/] {escape(err.message)}", highlight=False, soft_wrap=True)
         if err.fix:
-            errors.print(f"  [bold]fix:[/] {err.fix}", highlight=False, soft_wrap=True)
+            errors.print(f"  [bold]fix:[/] {escape(err.fix)}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt as stop:
         where = getattr(args, "resume", None) or getattr(args, "out", None)
         if where is not None and not (Path(where) / "config.toml").is_file():
             where = None  # stopped before the run existed: there is nothing to resume
         what = "terminated." if isinstance(stop, Terminated) else "interrupted."
-        errors.print(what + (f" Finished ingredients are kept in {where}; finish the run with "
-                             f"ladle run --resume {where}" if where else ""), soft_wrap=True)
+        errors.print(escape(what + (f" Finished ingredients are kept in {where}; finish the run with "
+                                    f"ladle run --resume {where}" if where else "")), soft_wrap=True)
         return 143 if isinstance(stop, Terminated) else 130
     except Exception as err:  # a bug in ladle: one line, the traceback only when asked for
         if args.debug:
             raise
-        errors.print(f"[bold red]internal error:[/] {type(err).__name__}: {err}", highlight=False, soft_wrap=True)
+        errors.print(f"[bold red]internal error:[/] {type(err).__name__}: {escape(str(err))}", highlight=False,
+                     soft_wrap=True)
         errors.print("  rerun with --debug for the traceback, and please report it")
         return 1
 
@@ -461,7 +463,7 @@ def cmd_predict(args) -> int:
     writer.writerow(["node", "split", "prediction"])
     writer.writerows(rows)
     atomic_write(args.out, buffer.getvalue().encode())
-    console.print(f"wrote {len(rows)} predictions of {args.model} to {args.out}")
+    console.print(f"wrote {len(rows)} predictions of {args.model} to {args.out}", markup=False, highlight=False)
     return 0
 
 
@@ -469,17 +471,18 @@ def cmd_verify(args) -> int:
     from ladle.verify import verify_run
 
     checks = verify_run(args.run_dir, root=args.root, graph_file=args.graph)
-    table = Table(title=f"verify {args.run_dir}")
+    table = Table(title=escape(f"verify {args.run_dir}"))
     for column in ("file", "status", "detail"):
         table.add_column(column)
     for check in checks:
-        table.add_row(check.path, "[green]ok[/]" if check.ok else "[bold red]FAILED[/]", check.detail)
+        table.add_row(escape(check.path), "[green]ok[/]" if check.ok else "[bold red]FAILED[/]", escape(check.detail))
     console.print(table)
     failed = [c for c in checks if not c.ok]
     if failed:
         for check in failed:
-            errors.print(f"[bold red]FAILED[/] {check.path}: {check.detail}", highlight=False, soft_wrap=True)
-        errors.print(f"[bold red]error:[/] {len(failed)} of {len(checks)} checks failed in {args.run_dir}",
+            errors.print(f"[bold red]FAILED[/] {escape(check.path)}: {escape(check.detail)}", highlight=False,
+                         soft_wrap=True)
+        errors.print(f"[bold red]error:[/] {len(failed)} of {len(checks)} checks failed in {escape(str(args.run_dir))}",
                      soft_wrap=True)
         errors.print("  [bold]fix:[/] see each failed check above: restore the files as ladle wrote them, or retrain "
                      "the failed ingredients (delete their pair, then ladle run --resume) and re-soup (ladle soup)",
@@ -537,12 +540,13 @@ def _callbacks(args, config=None) -> list:
 
 def _finish(args, results: dict) -> None:
     if args.quiet:
-        console.print(str(args.out))
+        console.print(str(args.out), markup=False, highlight=False)
         return
     from ladle.report import table_rows
 
     metric = results["dataset"].get("metric", "score")
-    table = Table(title=f"{results['dataset']['name']} · {results['model']} · {len(results['ingredients'])} ingredients")
+    title = f"{results['dataset']['name']} · {results['model']} · {len(results['ingredients'])} ingredients"
+    table = Table(title=escape(title))
     for column in ("model", f"val {metric}", f"test {metric}", "test gain", "seconds"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for row in table_rows(results):
@@ -551,9 +555,9 @@ def _finish(args, results: dict) -> None:
         test = f"{100 * row['test']:.2f}" + (f" ± {100 * row['test_std']:.2f}" if "test_std" in row else "")
         secs = "" if row.get("seconds") is None else f"{row['seconds']:.2f}"
         style = "bold" if row["kind"] in ("soup", "reference") else None
-        table.add_row(row["label"], val, test, gain, secs, style=style)
+        table.add_row(escape(row["label"]), val, test, gain, secs, style=style)
     console.print(table)
-    console.print(f"run directory: {args.out}  (results.json, report.md, plots/, soups/)")
+    console.print(f"run directory: {args.out}  (results.json, report.md, plots/, soups/)", markup=False)
 
 
 def entry() -> int:

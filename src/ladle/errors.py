@@ -26,6 +26,11 @@ def suggest(name: str, choices) -> str:
     return "choices: " + ", ".join(choices)
 
 
+def install_hint(extra: str, what: str = "") -> str:
+    """The command that installs an optional extra, for a LadleError's fix (the same words everywhere)."""
+    return f"pip install 'ladle[{extra}]' (in a clone: pip install -e '.[{extra}]'){what}"
+
+
 def normalise_name(name: str) -> str:
     """Names are matched case-, dash- and underscore-insensitively (``GraphSAGE`` == ``graph-sage``)."""
     return name.lower().replace("-", "").replace("_", "").replace(" ", "")

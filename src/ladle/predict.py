@@ -74,3 +74,11 @@ def _predict_from_parts(models, source, model_config, chunk: int) -> list[tuple[
         view.close()
     order = np.argsort(original)
     return [(int(original[i]), str(split[i]), labels[i]) for i in order]
+
+
+def _split_names(graph) -> list[str]:
+    names = ["none"] * graph.num_nodes
+    for split in ("train", "val", "test"):
+        for i in graph.mask(split).nonzero().view(-1).tolist():
+            names[i] = split
+    return names

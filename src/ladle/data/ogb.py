@@ -16,7 +16,7 @@ import torch
 
 from ladle.data.fetch import require_files
 from ladle.data.graph import Graph, make_graph
-from ladle.errors import LadleError
+from ladle.errors import LadleError, install_hint
 
 SETS = {"ogbnarxiv": "ogbn-arxiv", "ogbnproducts": "ogbn-products", "ogbnproteins": "ogbn-proteins",
         "ogbnpapers100m": "ogbn-papers100M"}
@@ -27,7 +27,7 @@ def _meta(name: str) -> dict:
         import ogb
         import pandas as pd
     except ImportError:
-        raise LadleError(f"{name} needs the OGB extra", fix="pip install -e '.[ogb]'") from None
+        raise LadleError(f"{name} needs the OGB extra", fix=install_hint("ogb")) from None
     master = pd.read_csv(Path(ogb.__file__).parent / "nodeproppred" / "master.csv", index_col=0,
                          keep_default_na=False)
     return dict(master[name])

@@ -22,7 +22,7 @@ from torch_geometric.data import Data
 from ladle.config import EngineConfig, IngredientSpec
 from ladle.data.graph import Graph
 from ladle.engines.base import Finished, IngredientStore, OnProgress, train_and_store
-from ladle.errors import LadleError
+from ladle.errors import LadleError, install_hint
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
         import ray
         from ray.util.queue import Empty, Queue
     except ImportError:
-        raise LadleError("the ray engine needs Ray", fix="pip install -e '.[ray]'") from None
+        raise LadleError("the ray engine needs Ray", fix=install_hint("ray")) from None
 
     started = _connect(engine.address)
     try:

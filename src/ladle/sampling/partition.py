@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from ladle.data.graph import Graph
-from ladle.errors import LadleError
+from ladle.errors import LadleError, install_hint
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +97,7 @@ def require_metis():
         import pymetis
     except ImportError:
         raise LadleError("METIS is not installed: ClusterGCN, partition method metis and the pls soup need it",
-                         fix="pip install 'ladle[metis]' (pymetis), or use another sampler, --partition random "
-                             "or other soups") from None
+                         fix=install_hint("metis", ", or use another sampler, --partition random or other soups")) from None
     return pymetis
 
 
