@@ -6,7 +6,10 @@ the manifest alone. ``--part-placement`` trains each part's ingredient on a node
 weights as the serial engine; a node that leaves mid-run has its ingredient retried where the part is still held,
 or the run stops naming the part, keeping what finished, and ``--resume`` finishes it.
 """
+import os
 import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -26,10 +29,21 @@ from ray.cluster_utils import Cluster  # noqa: E402
 NAME = "pdir"
 
 
-@pytest.fixture(autouse=True)
-def no_token(monkeypatch):
-    """The clusters here start without authentication: the driver must not switch to a token it finds on disk."""
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+CHILD = "LADLE_RAY_PARTS_CHILD"
+CASES = ("each_part_trains_on_the_node", "replaced_where_its_part_is_held", "only_copy_stops_the_run")
+child_only = pytest.mark.skipif(os.environ.get(CHILD) != "1", reason="run by test_in_a_fresh_process")
+
+
+if os.environ.get(CHILD) != "1":
+    # Each case runs in a fresh Python: the clusters here start without authentication, and Ray fixes a process's
+    # authentication mode once (other tests' clusters switch this one to token mode).
+    @pytest.mark.parametrize("case", CASES)
+    def test_in_a_fresh_process(case):
+        env = {**os.environ, CHILD: "1", "RAY_AUTH_MODE": "disabled"}
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", case],
+                              env=env, capture_output=True, text=True, cwd=os.path.dirname(__file__))
+        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+        assert done.returncode == 0 and last.startswith("1 passed"), done.stdout[-6000:] + done.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +74,7 @@ def add_node(cluster, root, name, parts, full):
 
 
 # Small batches: each ingredient takes seconds, so a node can leave while its ingredient trains.
-RECIPE = {"train": {"epochs": 4}, "sampler": {"name": "neighbor", "batch_size": 8}, "seed": 3, "soups": []}
+RECIPE = {"train": {"epochs": 8}, "sampler": {"name": "neighbor", "batch_size": 8}, "seed": 3, "soups": []}
 
 
 def settings(address):
@@ -87,6 +101,7 @@ def same_weights(out, expected):
         assert all(got[k].equal(v) for k, v in state.items()), name
 
 
+@child_only
 def test_each_part_trains_on_the_node_that_holds_it(partition, serial_weights, tmp_path):
     root, full, driver = partition
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
@@ -120,6 +135,7 @@ def _remove_when(cluster, node, name):
     return on_epoch, removed
 
 
+@child_only
 def test_a_node_that_leaves_mid_run_is_replaced_where_its_part_is_held(partition, serial_weights, tmp_path):
     root, full, driver = partition
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
@@ -137,6 +153,7 @@ def test_a_node_that_leaves_mid_run_is_replaced_where_its_part_is_held(partition
         cluster.shutdown()
 
 
+@child_only
 def test_a_node_that_leaves_with_the_only_copy_stops_the_run_and_resume_finishes_it(partition, serial_weights,
                                                                                     tmp_path):
     root, full, driver = partition
