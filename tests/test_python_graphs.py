@@ -198,3 +198,14 @@ def test_multilabel_and_split_idx_graphs_go_through_the_cli_with_their_npz(tmp_p
                         ["predict", str(out), "--model", "gis", "--out", str(tmp_path / f"{metric}.csv")]):
             assert main(command + ["--graph", str(file)]) == 0, command
         assert main(["report", str(out)]) == 0
+
+
+def test_dir_of_ladle_lists_the_public_api_before_it_is_imported():
+    import subprocess
+    import sys
+
+    code = "import ladle, sys; print(' '.join(dir(ladle))); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split("\n")
+    names = set(out[0].split())
+    assert {"load_graph", "load_model", "Callback", "TensorBoardLogger", "save_npy", "run", "soup"} <= names
+    assert out[1] == "False"  # listing them imports nothing

@@ -35,3 +35,8 @@ def __getattr__(name):
         globals()[name] = value
         return value
     raise AttributeError(f"module 'ladle' has no attribute {name!r}")
+
+
+def __dir__():
+    """The public names too (they are imported when first used), so ``dir(ladle)`` and completion list them."""
+    return sorted(set(globals()) | set(_PUBLIC))

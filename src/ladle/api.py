@@ -310,8 +310,11 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
                                                     "fingerprint)")
         else:
             given = DEFAULT_ROOT if root is None else str(root)
+            from ladle.data.fetch import no_downloads
+
             try:
-                graph = load_graph(config.dataset, given)
+                with no_downloads():
+                    graph = load_graph(config.dataset, given)
             except LadleError as err:
                 if config.root == given or config.dataset.lower().startswith("csbm"):
                     raise

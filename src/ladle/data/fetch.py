@@ -4,6 +4,8 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 
 from ladle.errors import LadleError
@@ -11,8 +13,22 @@ from ladle.errors import LadleError
 log = logging.getLogger(__name__)
 
 
+_NO_DOWNLOADS = ContextVar("ladle_no_downloads", default=False)
+
+
 def offline() -> bool:
     return os.environ.get("LADLE_OFFLINE", "").lower() not in ("", "0", "false", "no")
+
+
+@contextmanager
+def no_downloads():
+    """Within the block a missing dataset is an error, never a download: a stored run's graph (soup, verify,
+    predict, resume) is read from the root the user names, and a wrong root must not fetch anything into it."""
+    token = _NO_DOWNLOADS.set(True)
+    try:
+        yield
+    finally:
+        _NO_DOWNLOADS.reset(token)
 
 
 def require_files(name: str, root, folder: Path, expected: list[str], download: Callable[[], None]) -> None:
@@ -25,6 +41,9 @@ def require_files(name: str, root, folder: Path, expected: list[str], download: 
         return
     missing = [f for f in expected if not (folder / f).exists()]
     where = f"dataset {name}: {len(missing)} file(s) missing under root {root}: expected in {folder}: " + ", ".join(expected)
+    if _NO_DOWNLOADS.get():
+        raise LadleError(f"{where} (a stored run's data is read, never downloaded)",
+                         fix="give the --root that holds the dataset")
     if offline():
         raise LadleError(where, fix="copy the files there, or unset LADLE_OFFLINE to let ladle download them")
     log.info("downloading %s into %s", name, root)
