@@ -69,6 +69,12 @@ def ensemble_probabilities(logits: Sequence[Tensor], multilabel: bool) -> Tensor
     return torch.stack([torch.sigmoid(z) if multilabel else torch.softmax(z, -1) for z in logits]).mean(0)
 
 
+def probabilities_as_logits(mean: Tensor, multilabel: bool) -> Tensor:
+    """The ensemble's mean probabilities as logits (log-odds for multi-label), clamped away from 0 and 1."""
+    mean = mean.clamp(1e-12, 1 - 1e-7)
+    return torch.log(mean) - torch.log1p(-mean) if multilabel else torch.log(mean)
+
+
 def split_scores(model: torch.nn.Module, graph: Graph, splits=("train", "val", "test"),
                  chunk_size: int = 0) -> dict[str, float]:
     """Eval-mode logits of the splits' nodes (see :func:`whole_graph_logits`), scored on each split."""
@@ -210,8 +216,7 @@ class Evaluator:
     def ensemble_logits(self, states: Sequence[State]) -> Tensor:
         """Average of the members' probabilities (softmax, or sigmoid for multi-label), as logits."""
         multilabel = self.graph.task == "multilabel"
-        mean = ensemble_probabilities(list(map(self.logits, states)), multilabel).clamp(1e-12, 1 - 1e-7)
-        return torch.log(mean) - torch.log1p(-mean) if multilabel else torch.log(mean)
+        return probabilities_as_logits(ensemble_probabilities(list(map(self.logits, states)), multilabel), multilabel)
 
     def score_ensemble(self, states: Sequence[State]) -> float:
         return score_logits(self.graph.metric, self.ensemble_logits(states), self.y)

@@ -35,7 +35,7 @@ from torch import Tensor
 from ladle.data.graph import csr_tensor
 from ladle.errors import LadleError
 from ladle.evaluation.chunked import can_chunk
-from ladle.evaluation.evaluator import Mix, State, ensemble_probabilities, mix_states
+from ladle.evaluation.evaluator import Mix, State, ensemble_probabilities, mix_states, probabilities_as_logits
 from ladle.evaluation.field import Block
 from ladle.evaluation.metrics import score_logits
 from ladle.sampling.base import edge_positions
@@ -150,11 +150,11 @@ class PartsView:
         return self._gather("indptr", ids, rows) if ids.numel() else torch.empty(0, dtype=torch.long)
 
     def labels(self, ids: Tensor) -> Tensor:
-        if self.task == "multilabel":
-            y = self._gather("y", ids, lambda y, rows: torch.from_numpy(np.asarray(y[rows])))
-            return y.float() if y is not None else torch.empty(0, self.num_classes)
+        multilabel = self.task == "multilabel"
         y = self._gather("y", ids, lambda y, rows: torch.from_numpy(np.asarray(y[rows])))
-        return y if y is not None else torch.empty(0, dtype=torch.long)
+        if y is None:
+            return torch.empty(0, self.num_classes) if multilabel else torch.empty(0, dtype=torch.long)
+        return y.float() if multilabel else y
 
     def split_ids(self, split: str) -> np.ndarray:
         """The sorted ids (partition order) of ``split``'s nodes (``all``: every node), memory-mapped."""
@@ -365,8 +365,7 @@ class StreamedEvaluator:
         for state in states:
             probabilities = ensemble_probabilities([self.logits(state)], multilabel)
             total = probabilities if total is None else total.add_(probabilities)
-        mean = (total / len(states)).clamp(1e-12, 1 - 1e-7)
-        return torch.log(mean) - torch.log1p(-mean) if multilabel else torch.log(mean)
+        return probabilities_as_logits(total / len(states), multilabel)
 
     def score_ensemble(self, states: Sequence[State]) -> float:
         return score_logits(self.view.metric, self.ensemble_logits(states), self.y)
