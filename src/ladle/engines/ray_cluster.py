@@ -231,10 +231,14 @@ def _task(spec, payload, store, device, threads, events) -> Finished:
 
 
 def _drain(events, empty, on_epoch) -> None:
+    from ray.exceptions import ActorUnavailableError
+
     while True:
         try:
             event = events.get_nowait()
         except empty:
+            return
+        except ActorUnavailableError:  # progress is best effort: while a node leaves, the queue may not answer
             return
         if on_epoch is not None:
             on_epoch(*event)
