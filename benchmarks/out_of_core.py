@@ -41,7 +41,7 @@ SOUPS = ("uniform", "greedy", "gis", "ensemble")
 
 
 def generate(folder: Path, nodes: int, features: int, classes: int, degree: int, homophily: float, signal: float,
-             seed: int) -> int:
+             seed: int, fractions: tuple[float, float, float] = (0.6, 0.2, 0.2)) -> int:
     """Write the graph's arrays chunk by chunk with ``numpy.lib.format.open_memmap``; return the bytes written."""
     folder.mkdir(parents=True)
     rng = np.random.default_rng(seed)
@@ -51,7 +51,8 @@ def generate(folder: Path, nodes: int, features: int, classes: int, degree: int,
     edges = np.lib.format.open_memmap(folder / "edges.npy", "w+", np.int64, (nodes * degree, 2))
     y = np.lib.format.open_memmap(folder / "node_labels.npy", "w+", np.int64, (nodes,))
     split = rng.random(nodes)  # drawn once: nodes x 8 bytes, the one whole-length array (a chunked draw would do)
-    for name, (low, high) in (("train", (0.0, 0.6)), ("val", (0.6, 0.8)), ("test", (0.8, 1.0))):
+    cuts = np.cumsum([0.0, *fractions])  # train, val, test: consecutive ranges of one uniform draw
+    for name, low, high in zip(("train", "val", "test"), cuts[:-1], cuts[1:]):
         np.save(folder / f"{name}_masks.npy", (split >= low) & (split < high))
     del split
     for start in range(0, nodes, CHUNK):
@@ -110,6 +111,9 @@ def main() -> None:
     parser.add_argument("--degree", type=int, default=8, help="edges drawn per node (undirected: about 2x per node)")
     parser.add_argument("--homophily", type=float, default=0.7)
     parser.add_argument("--signal", type=float, default=1.0, help="length of each class mean")
+    parser.add_argument("--split", default="0.6,0.2,0.2",
+                        help="train, val and test fractions of the nodes (a giant graph labels few: ogbn-papers100M "
+                             "about 0.011,0.0011,0.0019)")
     parser.add_argument("--parts", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--epochs", type=int, default=3)
@@ -128,7 +132,7 @@ def main() -> None:
     try:
         start = time.perf_counter()
         graph_bytes = generate(work / "g", args.nodes, args.features, args.classes, args.degree, args.homophily,
-                               args.signal, 0)
+                               args.signal, 0, tuple(float(f) for f in args.split.split(",")))
         print(f"generated {graph_bytes / 2**30:.2f} GiB in {time.perf_counter() - start:.1f} s", flush=True)
         partition_s, _ = timed([*limited(args.limit), *ladle, "partition", "--dataset", f"npy:{work / 'g'}", "--parts",
                              str(args.parts), "--out", str(work / "p")], env)

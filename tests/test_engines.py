@@ -13,6 +13,7 @@ import torch
 from ladle import api
 from ladle.cli import main
 from ladle.config import build_config
+from ladle.errors import LadleError
 from ladle.store import RunDir
 
 
@@ -210,6 +211,24 @@ def test_graph_payload_round_trips():
     assert all(torch.equal(a, b) for a, b in zip(back.csr(), g.csr()))
 
 
+def test_the_ray_engine_tries_again_only_what_the_cluster_failed():
+    """A raylet, node or actor lost while a task ran is the cluster's failure (the ingredient goes again); an
+    exception from the ingredient's own code, or a LadleError, is not."""
+    rx = pytest.importorskip("ray.exceptions")
+    from ladle.engines.ray_cluster import cluster_failure
+
+    def task_error(cause):
+        return rx.RayTaskError("_task", "Traceback ...", cause)
+
+    assert cluster_failure(rx.LocalRayletDiedError())
+    assert cluster_failure(rx.NodeDiedError("node gone"))
+    assert cluster_failure(task_error(rx.ActorUnavailableError("queue unavailable", None)))
+    assert cluster_failure(task_error(rx.RaySystemError("raylet unreachable")))
+    assert not cluster_failure(task_error(ValueError("a bug in the model")))
+    assert not cluster_failure(task_error(LadleError("the disk is full")))
+    assert not cluster_failure(rx.TaskCancelledError())
+
+
 def test_gpu_script_runs_every_step_tiny_on_the_cpu(ray_cluster, tmp_path):
     """benchmarks/gpu.sh has no GPU here: LADLE_SMOKE_DEVICE=cpu runs every step tiny on the CPU, Ray through
     RAY_ADDRESS, each step's line written to $OUT/gpu.txt; on the CPU the engines' weights must be identical and
@@ -257,24 +276,28 @@ def test_gpu_workers_are_spawned_and_a_spawned_worker_trains_the_same_weights(se
     assert weights(out) == weights(serial_run)
 
 
-def test_ray_engine_without_an_address_starts_a_lean_local_ray(serial_run, tmp_path, monkeypatch):
+def test_ray_engine_without_an_address_starts_a_lean_local_ray(serial_run, ray_cluster, tmp_path, monkeypatch):
     """No --address and no RAY_ADDRESS: ladle starts a local Ray of its own (worker prestart and idle-worker
-    killing off), trains the same weights, and shuts it down."""
+    killing off), trains the same weights, and shuts it down; a cluster ``ray start`` left on this machine (which
+    Ray's own default would join) is not joined by chance."""
     ray = pytest.importorskip("ray")
-    from ladle.engines import ray_cluster
+    from ray._private import services
+
+    from ladle.engines import ray_cluster as engine
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(services, "find_bootstrap_address", lambda *a, **k: ray_cluster)  # as ray start leaves it
     started = []
-    real_start = ray_cluster.start_local
+    real_start = engine.start_local
 
     def start_and_check(*args, **kwargs):
         real_start(num_cpus=2)
-        started.append(ray.is_initialized())
+        started.append(ray.get_runtime_context().gcs_address)
 
-    monkeypatch.setattr(ray_cluster, "start_local", start_and_check)
+    monkeypatch.setattr(engine, "start_local", start_and_check)
     out = tmp_path / "ray-local"
     api.run(config(name="ray"), out)
-    assert started == [True] and not ray.is_initialized()
+    assert len(started) == 1 and started[0] != ray_cluster and not ray.is_initialized()
     assert weights(out) == weights(serial_run)
-    assert ray_cluster.LOCAL_SYSTEM_CONFIG == {"enable_worker_prestart": False,
-                                               "idle_worker_killing_time_threshold_ms": 3_600_000}
+    assert engine.LOCAL_SYSTEM_CONFIG == {"enable_worker_prestart": False,
+                                          "idle_worker_killing_time_threshold_ms": 3_600_000}

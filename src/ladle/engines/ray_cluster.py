@@ -6,7 +6,8 @@ a node maps zero-copy; a task receives only its spec and that reference. Each ta
 ``CUDA_VISIBLE_DEVICES``), trains with ``engine.threads`` torch threads, writes its ingredient to
 the run directory (which every node must be able to read and write: a shared filesystem on a
 real cluster) and returns a small summary, never tensors. A task whose worker dies is retried by
-Ray up to ``engine.retries`` times. Ray is an optional extra: ``pip install -e .[ray]``.
+Ray, and one the cluster failed otherwise (its node's raylet, an actor) by ladle, up to ``engine.retries``
+times. Ray is an optional extra: ``pip install -e .[ray]``.
 """
 from __future__ import annotations
 
@@ -96,17 +97,19 @@ def _connect(address: str) -> bool:
 # A local Ray that ladle starts serves one run of a few long tasks. Two of Ray's defaults cost it time on a
 # small machine: raylet prestarts workers for queued tasks, and kills workers idle for a second once there are
 # more than CPUs (the progress queue's actor counts). Each such worker imports Python, Ray and then torch,
-# on the cores the training tasks use (measured on csbm-arxiv, 2 cores: 52-55 s for 4 ingredients with the
-# defaults, 48-52 s without). A cluster started by ``ray start`` keeps its own settings
+# on the cores the training tasks use. A cluster started by ``ray start`` keeps its own settings
 # (``RAY_enable_worker_prestart=0`` and ``RAY_idle_worker_killing_time_threshold_ms`` there do the same).
 LOCAL_SYSTEM_CONFIG = {"enable_worker_prestart": False, "idle_worker_killing_time_threshold_ms": 3_600_000}
 
 
 def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> None:
-    """Start a local Ray for this process (no dashboard, ``LOCAL_SYSTEM_CONFIG``); all CPUs and GPUs by default."""
+    """Start a local Ray for this process (no dashboard, ``LOCAL_SYSTEM_CONFIG``); all CPUs and GPUs by default.
+
+    Always a new one: a cluster that ``ray start`` left running on this machine is joined only when asked
+    (``--address auto``), never by chance (Ray's own default would join it, and refuse ladle's settings)."""
     import ray
 
-    ray.init(num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, logging_level=logging.WARNING,
+    ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, logging_level=logging.WARNING,
              configure_logging=False, _system_config=dict(LOCAL_SYSTEM_CONFIG))  # Ray adds keys to it
 
 
@@ -121,12 +124,9 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
 
     started = _connect(engine.address)
     try:
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        # Progress only: it must never wait for a free CPU, and it lives on the driver's node, which does not leave
-        # the cluster while the run lasts (a worker node may).
-        here = NodeAffinitySchedulingStrategy(node_id=ray.get_runtime_context().get_node_id(), soft=True)
-        events = Queue(actor_options={"num_cpus": 0, "scheduling_strategy": here})
+        # Progress only: it must never wait for a free CPU, and it lives on the head node, the one node that cannot
+        # leave while the cluster lasts (the driver's own raylet may be any node on its machine, and a worker may go).
+        events = Queue(actor_options={"num_cpus": 0, "resources": {HEAD: 0.001}})
         # A graph in memory goes into the object store once; a partition on disk goes as its path and manifest, and
         # each task maps its own part's files (nothing large through the object store).
         graph_ref = ray.put(graph_payload(graph)) if isinstance(graph, Graph) else graph
@@ -136,10 +136,14 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
         remote = ray.remote(_task)
         common = dict(num_cpus=engine.cpus_per_ingredient, num_gpus=engine.gpus_per_ingredient,
                       max_retries=engine.retries, retry_exceptions=False)
-        pending = {}
-        for spec in specs:
+        pending, lost = {}, dict.fromkeys((s.name for s in specs), 0)
+
+        def submit(spec):
             task = remote.options(**common, **({"resources": {part_resource(spec.part): PART_SHARE}} if placed else {}))
             pending[task.remote(spec, graph_ref, store, device, engine.threads, events)] = spec
+
+        for spec in specs:
+            submit(spec)
         finished: dict[str, Finished] = {}
         stranded: list = []  # ingredients whose part no node of the cluster holds any more
         while pending:
@@ -153,9 +157,17 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                     cause = getattr(exc, "cause", None)
                     if isinstance(cause, LadleError):  # the user's to fix (a full disk, say): said as it is
                         raise LadleError(f"{spec.name}: {cause.message}", fix=cause.fix) from None
-                    fix = "see the Ray logs, then ladle run --resume RUN_DIR"
-                    raise LadleError(f"{spec.name} failed on Ray: {str(exc).splitlines()[0]}; the finished "
-                                     "ingredients are stored", fix=fix) from None
+                    said = f"{type(cause).__name__}: {cause}" if cause is not None else str(exc)
+                    said = said.strip().splitlines()[-1]
+                    if cluster_failure(exc) and lost[spec.name] < engine.retries:
+                        # Ray retries a task whose worker dies, but not one its own node's raylet failed while it
+                        # ran, nor one a dying actor failed: the cluster's fault, not the ingredient's, so again.
+                        lost[spec.name] += 1
+                        log.warning("%s: %s; again (%d of %d)", spec.name, said, lost[spec.name], engine.retries)
+                        submit(spec)
+                        continue
+                    raise LadleError(f"{spec.name} failed on Ray: {said}; the finished ingredients are stored",
+                                     fix="see the Ray logs, then ladle run --resume RUN_DIR") from None
                 finished[done.name] = done
                 if on_done is not None:
                     on_done(done)
@@ -182,6 +194,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
 
 PART_SHARE = 0.001  # of a node's ladle_part_P resource per task: many ingredients of one part may share the node
 PARTS_ROOT = "LADLE_PARTS_ROOT"
+HEAD = "node:__internal_head__"  # the resource Ray gives the head node alone
 
 
 def part_resource(part: int) -> str:
@@ -224,21 +237,37 @@ def _task(spec, payload, store, device, threads, events) -> Finished:
     node = ray.get_runtime_context().get_node_id()[:8]
     label = f"ray-{node} (pid {os.getpid()})"
 
+    lost = []
+
     def progress(name, epoch, epochs, best, worker, metrics):
-        events.put_nowait((name, epoch, epochs, best, worker, metrics))
+        if lost:
+            return
+        try:
+            events.put_nowait((name, epoch, epochs, best, worker, metrics))
+        except ray.exceptions.RayError:  # best effort: a queue that does not answer never stops the training
+            lost.append(True)
 
     return train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
 
 
+def cluster_failure(exc) -> bool:
+    """Did Ray's cluster fail the task (a raylet, node, worker or actor lost), rather than its own code?"""
+    from ray import exceptions as rx
+
+    lost = (rx.LocalRayletDiedError, rx.WorkerCrashedError, rx.NodeDiedError, rx.ActorDiedError,
+            rx.ActorUnavailableError, rx.RaySystemError, rx.ObjectLostError, rx.OwnerDiedError)
+    return isinstance(exc, lost) or isinstance(getattr(exc, "cause", None), lost)
+
+
 def _drain(events, empty, on_epoch) -> None:
-    from ray.exceptions import ActorUnavailableError
+    from ray.exceptions import RayError
 
     while True:
         try:
             event = events.get_nowait()
         except empty:
             return
-        except ActorUnavailableError:  # progress is best effort: while a node leaves, the queue may not answer
+        except RayError:  # progress is best effort: while a node leaves, the queue may not answer
             return
         if on_epoch is not None:
             on_epoch(*event)
