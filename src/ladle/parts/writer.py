@@ -137,38 +137,44 @@ def _dump(path: Path, manifest: dict) -> None:
 
 def _write(source: Source, work: Path, parts: int, method: str, halo: int, seed: int) -> dict:
     n = source.num_nodes
-    part_of = membership(source, method, parts, seed)
+    # The N-long arrays below are the writer's one cost that grows with the graph: each in the narrowest integer
+    # type its values fit (4 bytes a node below 2^31 nodes), the edges' keys alone in 8.
+    index = np.int32 if n < 2**31 else np.int64
+    part_of = membership(source, method, parts, seed).astype(np.int32)
     sizes = np.bincount(part_of, minlength=parts)
     offsets = np.concatenate([[0], np.cumsum(sizes)])
-    order = np.argsort(part_of, kind="stable")  # new id -> original id: each part's nodes, ascending
-    local = np.empty(n, dtype=np.int64)  # each node's id within its part (its new id less its part's offset)
-    local[order] = np.arange(n, dtype=np.int64)
-    local -= offsets[part_of]
+    order = np.argsort(part_of, kind="stable").astype(index)  # new id -> original id: each part's nodes, ascending
+    local = np.empty(n, dtype=index)  # each node's id within its part (its new id less its part's offset)
+    for p in range(parts):
+        local[order[offsets[p]:offsets[p + 1]]] = np.arange(sizes[p], dtype=index)
     buckets = _bucket_edges(source.edges, part_of, local, n, parts, work)
-    seen, halo_position = np.zeros(n, dtype=bool), np.empty(n, dtype=np.int64)  # scratch, reused by every part
+    seen, halo_position = np.zeros(n, dtype=bool), np.empty(n, dtype=index)  # scratch, reused by every part
     files = {}
     num_edges = 0
     for p in range(parts):
         folder = work / f"part-{p}"
         folder.mkdir()
-        own = order[offsets[p]:offsets[p + 1]]
-        keys = np.fromfile(buckets[p], dtype=np.int64)
+        own = order[offsets[p]:offsets[p + 1]].astype(np.int64)
+        keys = np.fromfile(buckets[p], dtype=np.int64)  # row_local * N + neighbour, one per directed edge
         os.unlink(buckets[p])
         keys.sort()
         if keys.size:
             keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
-        rows, cols = np.divmod(keys, n)
-        del keys
-        num_edges += int(rows.size)
+        num_edges += int(keys.size)
         indptr = np.zeros(sizes[p] + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=int(sizes[p])), out=indptr[1:])
-        del rows
+        step = max(1, CHUNK_BYTES // 8)
+        for begin in range(0, keys.size, step):  # the rows counted a chunk at a time, never held whole
+            indptr[1:] += np.bincount(keys[begin:begin + step] // n, minlength=int(sizes[p]))
+        np.cumsum(indptr, out=indptr)
+        cols = np.remainder(keys, n, out=keys).astype(index)
+        del keys
         outside = part_of[cols] != p
         seen[:] = False
         seen[cols[outside]] = True
         halo_ids = np.flatnonzero(seen)  # ascending original id
-        halo_position[halo_ids] = np.arange(sizes[p], sizes[p] + halo_ids.size)
-        indices = np.where(outside, halo_position[cols], local[cols])
+        halo_position[halo_ids] = np.arange(sizes[p], sizes[p] + halo_ids.size, dtype=index)
+        indices = local[cols].astype(np.int64)
+        indices[outside] = halo_position[cols[outside]]
         del cols, outside
         orig = np.concatenate([own, halo_ids])
         # The halo's features and labels only where the parts train with it: on a random cut nearly every node is
@@ -209,7 +215,7 @@ def _bucket_edges(edges: np.ndarray, part_of: np.ndarray, local: np.ndarray, n: 
             cols = np.concatenate([chunk[:, 1], chunk[:, 0]])
             del chunk
             owner = part_of[rows]
-            keys = local[rows] * n + cols
+            keys = local[rows].astype(np.int64) * n + cols
             by_part = np.argsort(owner, kind="stable")
             counts = np.bincount(owner, minlength=parts)
             for p, block in enumerate(np.split(keys[by_part], np.cumsum(counts)[:-1])):
