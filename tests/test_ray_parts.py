@@ -30,7 +30,8 @@ NAME = "pdir"
 
 
 CHILD = "LADLE_RAY_PARTS_CHILD"
-CASES = ("each_part_trains_on_the_node", "replaced_where_its_part_is_held", "only_copy_stops_the_run")
+CASES = ("each_part_trains_on_the_node", "replaced_where_its_part_is_held", "only_copy_stops_the_run",
+         "no_node_needs_the_run_directory")
 child_only = pytest.mark.skipif(os.environ.get(CHILD) != "1", reason="run by test_in_a_fresh_process")
 
 
@@ -177,5 +178,44 @@ def test_a_node_that_leaves_with_the_only_copy_stops_the_run_and_resume_finishes
         cluster.wait_for_nodes()
         api.resume(out, engine=build_config(settings(cluster.address)).engine, progress=False)
         same_weights(out, serial_weights)
+    finally:
+        cluster.shutdown()
+
+
+DRIVER = """
+import json, shutil, sys
+from ladle import api
+config, out, copy = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+api.train(config, out, progress=False)
+shutil.copytree(out, copy)
+"""
+
+
+@child_only
+def test_no_node_needs_the_run_directory(partition, serial_weights, tmp_path):
+    """The driver runs in a mount namespace of its own, with a private filesystem over the folder its run is in:
+    no node of the cluster (started outside it) can see the run, as on machines that share no filesystem. Each
+    task sends its model back and the driver stores it: the same weights, and nothing written where the nodes
+    could see."""
+    import json
+
+    if os.geteuid() != 0 or not shutil.which("unshare") or subprocess.run(
+            ["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("needs unshare -m (root) to hide the run from the cluster's nodes")
+    root, full, driver = partition
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    try:
+        for p in range(3):
+            add_node(cluster, tmp_path, f"node{p}", [p], full)
+        cluster.wait_for_nodes()
+        private = tmp_path / "private"
+        private.mkdir()
+        config = json.dumps({**settings(cluster.address), "dataset": f"parts:{driver}"})
+        command = (f"mount -t tmpfs none {private} && exec {sys.executable} -c \"$0\" \"$1\" {private / 'run'} "
+                   f"{tmp_path / 'copy'}")
+        done = subprocess.run(["unshare", "-m", "sh", "-c", command, DRIVER, config], capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert not any(private.iterdir())  # no node wrote where it could see the run
+        same_weights(tmp_path / "copy", serial_weights)
     finally:
         cluster.shutdown()

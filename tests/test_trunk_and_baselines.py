@@ -175,9 +175,14 @@ def test_a_run_stopped_in_the_trunk_or_the_ingredients_resumes_bit_identical(tru
     assert weights(out) == weights(trunk_run)
 
 
-def test_every_engine_trains_the_same_trunk_and_ingredients(trunk_run, tmp_path):
+@pytest.mark.parametrize("engine", [{"workers": 2}, {"name": "ray"}], ids=["process", "ray"])
+def test_every_engine_trains_the_same_trunk_and_ingredients(trunk_run, tmp_path, engine, monkeypatch):
+    """On Ray the trunk goes to each task from the driver, which read and checked it (no node reads the run)."""
+    if engine.get("name") == "ray":
+        pytest.importorskip("ray")
+        monkeypatch.delenv("RAY_ADDRESS", raising=False)
     out = tmp_path / "two"
-    api.run(config(baseline="long", engine={"workers": 2}), out)
+    api.run(config(baseline="long", engine=engine), out)
     assert weights(out) == weights(trunk_run)
 
 

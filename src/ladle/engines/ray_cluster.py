@@ -3,9 +3,10 @@
 The graph goes into the object store once, as numpy arrays (``ray.put``), which every worker on
 a node maps zero-copy; a task receives only its spec and that reference. Each task reserves
 ``cpus_per_ingredient`` CPUs and ``gpus_per_ingredient`` GPUs (Ray then sets
-``CUDA_VISIBLE_DEVICES``), trains with ``engine.threads`` torch threads, writes its ingredient to
-the run directory (which every node must be able to read and write: a shared filesystem on a
-real cluster) and returns a small summary, never tensors. A task whose worker dies is retried by
+``CUDA_VISIBLE_DEVICES``), trains with ``engine.threads`` torch threads and returns its summary and
+its model (weights and record: a few MB, never the graph), which the driver stores at once. The run
+directory is the driver's alone: no node needs to reach it, so a cluster needs no shared filesystem
+(a partition's parts go to the nodes that hold them: ``--part-placement``). A task whose worker dies is retried by
 Ray, and one the cluster failed otherwise (its node's raylet, an actor) by ladle, up to ``engine.retries``
 times. Ray is an optional extra: ``pip install -e .[ray]``.
 """
@@ -15,6 +16,7 @@ import logging
 import os
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -136,11 +138,13 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
         remote = ray.remote(_task)
         common = dict(num_cpus=engine.cpus_per_ingredient, num_gpus=engine.gpus_per_ingredient,
                       max_retries=engine.retries, retry_exceptions=False)
+        # The run directory is the driver's alone: a task gets no path to it, and sends its ingredient back.
+        carried = ray.put(Carried.of(store, specs))
         pending, lost = {}, dict.fromkeys((s.name for s in specs), 0)
 
         def submit(spec):
             task = remote.options(**common, **({"resources": {part_resource(spec.part): PART_SHARE}} if placed else {}))
-            pending[task.remote(spec, graph_ref, store, device, engine.threads, events)] = spec
+            pending[task.remote(spec, graph_ref, carried, device, engine.threads, events)] = spec
 
         for spec in specs:
             submit(spec)
@@ -152,7 +156,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
             for ref in ready:
                 spec = pending.pop(ref)
                 try:
-                    done = ray.get(ref)
+                    done, records = ray.get(ref)
                 except ray.exceptions.RayError as exc:
                     cause = getattr(exc, "cause", None)
                     if isinstance(cause, LadleError):  # the user's to fix (a full disk, say): said as it is
@@ -168,6 +172,8 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                         continue
                     raise LadleError(f"{spec.name} failed on Ray: {said}; the finished ingredients are stored",
                                      fix="see the Ray logs, then ladle run --resume RUN_DIR") from None
+                for record in records:  # the companion first: the model's own sidecar says the work is done
+                    store.save(record)
                 finished[done.name] = done
                 if on_done is not None:
                     on_done(done)
@@ -230,7 +236,29 @@ def node_source(source):
     return here
 
 
-def _task(spec, payload, store, device, threads, events) -> Finished:
+@dataclass
+class Carried:
+    """A task's store: what it trains is kept here and returned with its summary (a model's weights, a few MB,
+    never the graph), and a trunk it starts from came with the task, read and checked by the driver. So no node
+    but the driver's needs the run directory: a cluster without a shared filesystem works."""
+
+    trunk_sha256: str | None = None
+    trunk_state: dict | None = None
+    records: list = field(default_factory=list)
+
+    @classmethod
+    def of(cls, store: IngredientStore, specs: Sequence[IngredientSpec]) -> Carried:
+        branched = [s for s in specs if s.trunk_epochs]
+        return cls(store.trunk_sha256, store.start_state(branched[0]) if branched else None)
+
+    def save(self, record) -> None:
+        self.records.append(record)
+
+    def start_state(self, spec: IngredientSpec) -> dict | None:
+        return self.trunk_state if spec.trunk_epochs else None
+
+
+def _task(spec, payload, carried, device, threads, events) -> tuple[Finished, list]:
     import ray
 
     graph = graph_from_payload(payload) if isinstance(payload, dict) else node_source(payload)
@@ -247,7 +275,9 @@ def _task(spec, payload, store, device, threads, events) -> Finished:
         except ray.exceptions.RayError:  # best effort: a queue that does not answer never stops the training
             lost.append(True)
 
-    return train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
+    store = Carried(carried.trunk_sha256, carried.trunk_state)
+    done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
+    return done, store.records
 
 
 def cluster_failure(exc) -> bool:
