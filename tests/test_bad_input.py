@@ -254,3 +254,19 @@ def test_every_install_hint_names_the_extra(capsys, monkeypatch):
                  "--epochs", "1", "--quiet"]) == 2
     err = " ".join(capsys.readouterr().err.split())
     assert "pip install 'ladle[metis]' (in a clone: pip install -e '.[metis]')" in err
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["train", "--ingrdients", "3"], ["ladle train: error: unrecognized arguments: --ingrdients 3",
+                                      "--ingrdients: did you mean --ingredients?"]),
+    (["run", "--sampler=cluster", "--fanotus=10,5"], ["ladle run: error:", "--fanotus: did you mean --fanouts?"]),
+    (["soup", "RUN", "--methd", "gis"], ["ladle soup: error:", "did you mean --method?"]),
+    (["tarin"], ["invalid choice: 'tarin'", "did you mean 'train'?"]),
+    (["train", "--zzzzzz"], ["ladle train: error: unrecognized arguments: --zzzzzz\n"]),  # nothing near: no guess
+])
+def test_a_misspelt_flag_or_command_is_answered_with_the_nearest(argv, said, capsys):
+    """Refused by the command's own parser, before anything is loaded, naming the nearest flag of that command."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and all(s in err for s in said), err

@@ -32,7 +32,9 @@ def _terminate(signum, frame):
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        _refuse_unknown(parser, args.command, unknown)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING, format="%(name)s: %(message)s")
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _terminate) if in_main_thread else None
@@ -77,8 +79,38 @@ def _dispatch(args) -> int:
         return 1
 
 
+def _refuse_unknown(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> typing.NoReturn:
+    """Unknown flags are refused by the command's own parser (its usage, not ladle's), with the nearest flag."""
+    import difflib
+
+    command_parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
+    flags = [flag for action in command_parser._actions for flag in action.option_strings]
+    hints = []
+    for word in unknown:
+        name = word.split("=", 1)[0]
+        near = difflib.get_close_matches(name, flags, n=1, cutoff=0.6) if name.startswith("-") else []
+        if near:
+            hints.append(f"{name}: did you mean {near[0]}?")
+    command_parser.error(f"unrecognized arguments: {' '.join(unknown)}" + ("; " + "; ".join(hints) if hints else ""))
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with the nearest choice offered for a misspelt command."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        import difflib
+        import re
+
+        wrong = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if wrong:
+            near = difflib.get_close_matches(wrong[1], re.findall(r"'([^']*)'", wrong[2]), n=1, cutoff=0.6)
+            if near:
+                message += f"; did you mean {near[0]!r}?"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="ladle", description="Communication-free parallel GNN training with model soups (Graph Ladling).")
     parser.add_argument("--debug", action="store_true", help="log everything and show tracebacks")
     parser.add_argument("--version", action="version", version=f"ladle {_version()}")
