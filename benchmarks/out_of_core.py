@@ -120,6 +120,9 @@ def main() -> None:
     parser.add_argument("--limit", default="3G", help="prlimit --data for partition, training and soups ('' for none)")
     parser.add_argument("--no-memory-baseline", action="store_true", help="skip the in-memory engine's run")
     parser.add_argument("--work", type=Path, default=None, help="a folder for the graph, parts and runs (removed)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --work: keep the stages WORK/stages.json records as done (their figures too) and "
+                             "run the rest (the soups again, say, after their stage was stopped)")
     args = parser.parse_args()
 
     work = args.work or Path(tempfile.mkdtemp(prefix="ladle-ooc-"))
@@ -129,17 +132,35 @@ def main() -> None:
     train_flags = ["--model", "sage", "--sampler", "neighbor", "--fanouts", "10,5", "--batch-size", "1024",
                    "--hidden", "64", "--epochs", str(args.epochs), "--eval-every", str(args.epochs),
                    "--workers", str(args.workers), "--quiet"]  # selected at the last epoch: both runs comparable
+    record = work / "stages.json"
+    stages = json.loads(record.read_text()) if args.reuse and record.exists() else {}
+
+    def stage(name, run):
+        """A stage's figures: recorded ones with --reuse, else run and recorded."""
+        if name in stages:
+            print(f"{name}: reused {stages[name]}", flush=True)
+        else:
+            stages[name] = run()
+            record.write_text(json.dumps(stages))
+        return stages[name]
+
     try:
-        start = time.perf_counter()
-        graph_bytes = generate(work / "g", args.nodes, args.features, args.classes, args.degree, args.homophily,
-                               args.signal, 0, tuple(float(f) for f in args.split.split(",")))
-        print(f"generated {graph_bytes / 2**30:.2f} GiB in {time.perf_counter() - start:.1f} s", flush=True)
-        partition_s, _ = timed([*limited(args.limit), *ladle, "partition", "--dataset", f"npy:{work / 'g'}", "--parts",
-                             str(args.parts), "--out", str(work / "p")], env)
+        def make_graph():
+            start = time.perf_counter()
+            made = generate(work / "g", args.nodes, args.features, args.classes, args.degree, args.homophily,
+                            args.signal, 0, tuple(float(f) for f in args.split.split(",")))
+            print(f"generated {made / 2**30:.2f} GiB in {time.perf_counter() - start:.1f} s", flush=True)
+            return made
+
+        graph_bytes = stage("generate", make_graph)
+        partition_s = stage("partition", lambda: timed([*limited(args.limit), *ladle, "partition", "--dataset",
+                                                       f"npy:{work / 'g'}", "--parts", str(args.parts), "--out",
+                                                       str(work / "p")], env)[0])
         manifest = json.loads((work / "p" / "manifest.json").read_text())
         print(f"partition: {partition_s:.1f} s, peak {manifest['peak_memory_bytes'] / 2**30:.2f} GiB", flush=True)
-        train_s, _ = timed([*limited(args.limit), *ladle, "train", "--dataset", f"parts:{work / 'p'}", *train_flags,
-                         "--out", str(work / "parts-run")], env)
+        train_s = stage("train", lambda: timed([*limited(args.limit), *ladle, "train", "--dataset",
+                                               f"parts:{work / 'p'}", *train_flags, "--out", str(work / "parts-run")],
+                                              env)[0])
         from_parts = peaks(work / "parts-run")
         print(f"train from parts: {train_s:.1f} s, worker peaks (GiB) "
               f"{[round(p['peak_rss_bytes'] / 2**30, 2) for p in from_parts]}", flush=True)
@@ -153,8 +174,10 @@ def main() -> None:
             memory_peak = max(p["peak_rss_bytes"] for p in in_memory)
             print(f"in memory: worker peaks (GiB) {[round(p['peak_rss_bytes'] / 2**30, 2) for p in in_memory]}",
                   flush=True)
-        soups_s, driver_peak = timed([*limited(args.limit), *ladle, "soup", str(work / "parts-run"), "--graph",
-                                      str(work / "p"), *[f for m in SOUPS for f in ("--method", m)], "--quiet"], env)
+        soups_s, driver_peak = stage("soups", lambda: timed([*limited(args.limit), *ladle, "soup",
+                                                             str(work / "parts-run"), "--graph", str(work / "p"),
+                                                             *[f for m in SOUPS for f in ("--method", m)], "--quiet"],
+                                                            env))
         print(f"soups from parts: {soups_s:.1f} s, peak {driver_peak / 2**30:.2f} GiB", flush=True)
         results = json.loads((work / "parts-run" / "results.json").read_text())
         soups = results["soups"]

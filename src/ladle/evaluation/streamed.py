@@ -11,8 +11,8 @@ one chunk's block and the model, not N rows: its anonymous memory does not grow 
 
 What does not depend on the weights is computed once: the first layer's neighbour aggregation of the raw features
 (the mean, sum or normalised sum a SAGE, GIN or GCN layer takes of its in-neighbours), over T_1, captured from the
-block the first score builds and reused by every later one, whose first layer then reads two [T_1, F] arrays in
-order instead of gathering every neighbour's features. Attention (GAT) recomputes its first layer per score.
+block the first score builds and reused by every later one, with T_1's own features beside it: a later first layer
+reads two [T_1, F] arrays in order instead of gathering rows scattered over the parts. Attention (GAT) recomputes its first layer per score.
 
 Ids here are the partition's own order (part P's own nodes are ``node_map[P]``); a part's halo nodes are mapped
 to that order once (:class:`PartsView`). The scores equal the in-memory :class:`~ladle.evaluation.Evaluator`'s on
@@ -222,7 +222,7 @@ class StreamedEvaluator:
         for level in range(layers - 1, 0, -1):
             self.levels[level] = self._widen(self.levels[level + 1], f"{split}-level{level}")
         self.y = view.labels(torch.from_numpy(np.asarray(self.levels[layers])))
-        self._aggregate: tuple[np.ndarray, str] | None = None  # the first layer's weight-free part, once known
+        self._aggregate: tuple | None = None  # the first layer's weight-free part and its targets' features, once known
         self._first_pass = True
         self._whole = None
         self._pending = None
@@ -288,8 +288,8 @@ class StreamedEvaluator:
         """Layer 1 of a chunk: from the stored aggregation where there is one; otherwise from the block, keeping
         the aggregation the model took of it (the first pass), if it took one."""
         if self._aggregate is not None:
-            stored, reduce = self._aggregate
-            x = self.view.features(targets).to(self.device)
+            stored, reduce, own = self._aggregate
+            x = torch.from_numpy(np.asarray(own[a:b])).to(self.device)
             block = Block(None, targets.numel(), targets.numel())
             block._memo = ((x, reduce), torch.from_numpy(np.asarray(stored[a:b])).to(self.device))
             return self.model.finish_layer(0, self.model.block_conv(conv, x, block), x)
@@ -302,10 +302,12 @@ class StreamedEvaluator:
                 self._first_pass = False  # the layer aggregates nothing weight-free (attention): no store
             else:
                 if self._pending is None:
-                    self._pending = (self.view.memmap(f"{self.split}-aggregate", (len(self.levels[1]),
-                                                                                  memo[1].size(1)), np.float32),
-                                     memo[0][1])
+                    rows = len(self.levels[1])
+                    self._pending = (self.view.memmap(f"{self.split}-aggregate", (rows, memo[1].size(1)), np.float32),
+                                     memo[0][1], self.view.memmap(f"{self.split}-features", (rows, x.size(1)),
+                                                                  np.float32))
                 self._pending[0][a:b] = memo[1].cpu().numpy()
+                self._pending[2][a:b] = x[:targets.numel()].cpu().numpy()  # the targets' own rows, in order
         return out
 
     @torch.no_grad()
