@@ -12,7 +12,8 @@ one chunk's block and the model, not N rows: its anonymous memory does not grow 
 What does not depend on the weights is computed once: the first layer's neighbour aggregation of the raw features
 (the mean, sum or normalised sum a SAGE, GIN or GCN layer takes of its in-neighbours), over T_1, captured from the
 block the first score builds and reused by every later one, with T_1's own features beside it: a later first layer
-reads two [T_1, F] arrays in order instead of gathering rows scattered over the parts. Attention (GAT) recomputes its first layer per score.
+reads two [T_1, F] arrays in order instead of gathering rows scattered over the parts. Attention (GAT) recomputes
+its first layer per score.
 
 Ids here are the partition's own order (part P's own nodes are ``node_map[P]``); a part's halo nodes are mapped
 to that order once (:class:`PartsView`). The scores equal the in-memory :class:`~ladle.evaluation.Evaluator`'s on
