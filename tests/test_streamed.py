@@ -17,7 +17,7 @@ from ladle.data import load_graph
 from ladle.data.npy import save_npy
 from ladle.errors import LadleError
 from ladle.evaluation import Evaluator
-from ladle.evaluation.evaluator import whole_graph_logits
+from ladle.evaluation.evaluator import mix_states, whole_graph_logits
 from ladle.evaluation.streamed import PartsView, StreamedEvaluator
 from ladle.models import build_model
 from ladle.models.options import model_config
@@ -76,6 +76,14 @@ def test_streamed_scores_equal_the_in_memory_evaluator(cut, halo, name, options)
             assert streamed.score_ensemble(states) == reference.score_ensemble(states)
             stored = streamed.describe()["first_layer_stored"]
             assert stored == (name in ("sage", "gcn", "gin")), streamed.describe()
+            # Mixes scored several in one pass (two here, five mixes: a pass of one at the end), the first pass,
+            # which stores the aggregation, among them; and the ensemble in passes of two.
+            fresh = StreamedEvaluator(view, config, split, chunk_size=37)
+            fresh.group = 2
+            mixes = [[(1 - a, states[0]), (a, states[1])] for a in (0.0, 0.3, 0.5, 0.8, 1.0)]
+            assert fresh.score_many(mixes) == [reference.score(mix_states(m)) for m in mixes]
+            assert fresh.score_ensemble(states + states[:1]) == reference.score_ensemble(states + states[:1])
+            assert fresh.forwards == 5 + 3 and fresh.describe()["first_layer_stored"] == stored
     finally:
         view.close()
     assert not view.dir.exists()

@@ -46,6 +46,8 @@ SPLITS = ("train", "val", "test")
 # The floats one chunk's gathered inputs may hold when no chunk size is given: the chunk's rows are this divided by
 # (average degree + 1) times the widest layer input.
 CHUNK_FLOATS = 2**24
+# The scratch bytes the layer outputs of one pass of several mixes may take, and the most mixes in one pass.
+GROUP_BYTES, MAX_GROUP = 2**31, 32
 
 
 def _tensor(array: np.ndarray) -> Tensor:
@@ -228,7 +230,11 @@ class StreamedEvaluator:
         self._whole = None
         self._pending = None
         self._outputs: dict[tuple, np.ndarray] = {}
+        self._pool: list = []
         self.forwards = 0
+        # Mixes scored in one pass: as many as keep their layer outputs (scratch files) near GROUP_BYTES.
+        widest_level = max(len(level) for level in self.levels[1:])
+        self.group = max(1, min(MAX_GROUP, GROUP_BYTES // max(1, 4 * widest_level * widest)))
 
     def _widen(self, ids: np.ndarray, name: str) -> np.ndarray:
         """``ids`` and all their neighbours, sorted, in a scratch file."""
@@ -285,18 +291,19 @@ class StreamedEvaluator:
         at = np.searchsorted(self.levels[layer], ids.numpy())
         return torch.from_numpy(np.asarray(previous[at])).to(self.device)
 
-    def _first_layer(self, conv, p: int, a: int, b: int, targets: Tensor) -> Tensor:
-        """Layer 1 of a chunk: from the stored aggregation where there is one; otherwise from the block, keeping
-        the aggregation the model took of it (the first pass), if it took one."""
+    def _first_layer(self, models, p: int, a: int, b: int, targets: Tensor) -> list[Tensor]:
+        """Layer 1 of a chunk for each model: from the stored aggregation where there is one; otherwise from the
+        block, keeping the aggregation the model took of it (the first pass), if it took one."""
         if self._aggregate is not None:
             stored, reduce, own = self._aggregate
             x = torch.from_numpy(np.asarray(own[a:b])).to(self.device)
             block = Block(None, targets.numel(), targets.numel())
             block._memo = ((x, reduce), torch.from_numpy(np.asarray(stored[a:b])).to(self.device))
-            return self.model.finish_layer(0, self.model.block_conv(conv, x, block), x)
+            return [m.finish_layer(0, m.block_conv(m.convs[0], x, block), x) for m in models]
         block, ids = self._block(p, targets)
         x = self._inputs(0, ids, None)
-        out = self.model.finish_layer(0, self.model.block_conv(conv, x, block), x[:targets.numel()])
+        # One block for every model: the weight-free aggregation the first takes is the others' too (block._memo).
+        out = [m.finish_layer(0, m.block_conv(m.convs[0], x, block), x[:targets.numel()]) for m in models]
         if self._first_pass:
             memo = block._memo
             if memo is None or memo[0][0] is not x:
@@ -311,40 +318,62 @@ class StreamedEvaluator:
                 self._pending[2][a:b] = x[:targets.numel()].cpu().numpy()  # the targets' own rows, in order
         return out
 
+    def _models(self, states: Sequence[State]) -> list:
+        """One model per state (copies of the architecture, made once and reloaded)."""
+        import copy
+
+        while len(self._pool) < len(states):
+            self._pool.append(copy.deepcopy(self.model))
+        for model, state in zip(self._pool, states):
+            model.load_state_dict({k: v.to(self.device) for k, v in state.items()})
+        return self._pool[:len(states)]
+
     @torch.no_grad()
-    def logits(self, state: State) -> Tensor:
-        """[n_split, C] logits of the split's nodes (ascending partition order), memory-mapped."""
-        self.forwards += 1
-        self.model.load_state_dict({k: v.to(self.device) for k, v in state.items()})
+    def _forward(self, states: Sequence[State]) -> list[np.ndarray]:
+        """Each state's [n_split, C] logits (memory-mapped), in one pass over the chunks: a chunk's block, stored
+        aggregation and features are read once for all the states."""
+        models = self._models(states)
+        self.forwards += len(models)
         self._pending = None
-        previous = None
-        for layer, conv in enumerate(self.model.convs):
+        previous: list = [None] * len(models)
+        for layer in range(len(self.model.convs)):
             ids = self.levels[layer + 1]
-            out = None
+            outs: list = [None] * len(models)
             for p, a, b in self.view.slices(ids, self.chunk):
                 targets = torch.from_numpy(np.asarray(ids[a:b]))
                 if layer == 0:
-                    h = self._first_layer(conv, p, a, b, targets)
+                    hs = self._first_layer(models, p, a, b, targets)
                 else:
                     block, inputs = self._block(p, targets)
-                    x = self._inputs(layer, inputs, previous)
-                    h = self.model.finish_layer(layer, self.model.block_conv(conv, x, block), x[:targets.numel()])
-                if out is None:
-                    out = self._output(layer, len(ids), h.size(1))
-                out[a:b] = h.cpu().numpy()
-            previous = out if out is not None else self._output(layer, 0, self.model.out_channels)
+                    at = np.searchsorted(self.levels[layer], inputs.numpy())
+                    hs = []
+                    for model, before in zip(models, previous):
+                        x = torch.from_numpy(np.asarray(before[at])).to(self.device)
+                        h = model.block_conv(model.convs[layer], x, block)
+                        hs.append(model.finish_layer(layer, h, x[:targets.numel()]))
+                for k, h in enumerate(hs):
+                    if outs[k] is None:
+                        outs[k] = self._output(layer, len(ids), h.size(1), k)
+                    outs[k][a:b] = h.cpu().numpy()
+            previous = [o if o is not None else self._output(layer, 0, self.model.out_channels, k)
+                        for k, o in enumerate(outs)]
             if layer == 0 and self._first_pass:
                 self._first_pass = False
                 if self._pending is not None:
                     self._aggregate = self._pending
         self._pending = None
-        return _tensor(previous)
+        return previous
 
-    def _output(self, layer: int, rows: int, width: int) -> np.ndarray:
-        """Layer ``layer``'s scratch output, made once and rewritten by every score."""
-        key = (layer, rows, width)
+    def logits(self, state: State) -> Tensor:
+        """[n_split, C] logits of the split's nodes (ascending partition order), memory-mapped."""
+        return _tensor(self._forward([state])[0])
+
+    def _output(self, layer: int, rows: int, width: int, slot: int = 0) -> np.ndarray:
+        """Layer ``layer``'s scratch output for the ``slot``-th state of a pass, made once and rewritten."""
+        key = (layer, rows, width, slot)
         if key not in self._outputs:
-            self._outputs[key] = self.view.memmap(f"{self.split}-layer{layer}-{width}", (rows, width), np.float32)
+            self._outputs[key] = self.view.memmap(f"{self.split}-layer{layer}-{width}-{slot}", (rows, width),
+                                                  np.float32)
         return self._outputs[key]
 
     def describe(self) -> dict:
@@ -359,15 +388,21 @@ class StreamedEvaluator:
         return score_logits(self.view.metric, self.logits(state), self.y)
 
     def score_many(self, mixes: Sequence[Mix]) -> list[float]:
-        return [self.score(mix_states(mix)) for mix in mixes]
+        """The mixes' scores, ``group`` at a time through one pass over the chunks."""
+        scores = []
+        for start in range(0, len(mixes), self.group):
+            outs = self._forward([mix_states(mix) for mix in mixes[start:start + self.group]])
+            scores += [score_logits(self.view.metric, _tensor(out), self.y) for out in outs]
+        return scores
 
     def ensemble_logits(self, states: Sequence[State]) -> Tensor:
         """Average of the members' probabilities, as logits (member by member: one [n_split, C] sum is kept)."""
         multilabel = self.view.task == "multilabel"
-        total = None
-        for state in states:
-            probabilities = ensemble_probabilities([self.logits(state)], multilabel)
-            total = probabilities if total is None else total.add_(probabilities)
+        total, states = None, list(states)
+        for start in range(0, len(states), self.group):
+            for out in self._forward(states[start:start + self.group]):
+                probabilities = ensemble_probabilities([_tensor(out)], multilabel)
+                total = probabilities if total is None else total.add_(probabilities)
         return probabilities_as_logits(total / len(states), multilabel)
 
     def score_ensemble(self, states: Sequence[State]) -> float:
