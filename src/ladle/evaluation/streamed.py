@@ -48,6 +48,8 @@ SPLITS = ("train", "val", "test")
 CHUNK_FLOATS = 2**24
 # The scratch bytes the layer outputs of one pass of several mixes may take, and the most mixes in one pass.
 GROUP_BYTES, MAX_GROUP = 2**31, 32
+# The entries (neighbours and input rows) of the later layers' blocks kept between scores: a bounded cache.
+BLOCK_ENTRIES = 2**23
 
 
 def _tensor(array: np.ndarray) -> Tensor:
@@ -231,6 +233,8 @@ class StreamedEvaluator:
         self._pending = None
         self._outputs: dict[tuple, np.ndarray] = {}
         self._pool: list = []
+        self._blocks: dict[tuple, tuple] = {}
+        self._kept = 0
         self.forwards = 0
         # Mixes scored in one pass: as many as keep their layer outputs (scratch files) near GROUP_BYTES.
         widest_level = max(len(level) for level in self.levels[1:])
@@ -318,6 +322,21 @@ class StreamedEvaluator:
                 self._pending[2][a:b] = x[:targets.numel()].cpu().numpy()  # the targets' own rows, in order
         return out
 
+    def _later_block(self, layer: int, p: int, a: int, targets: Tensor) -> tuple[Block, np.ndarray]:
+        """A chunk's block past the first layer and its inputs' rows in the layer below: built once and kept while
+        the kept blocks hold fewer than BLOCK_ENTRIES entries (they do not depend on the weights)."""
+        kept = self._blocks.get((layer, a))
+        if kept is not None:
+            adj, n_in, at = kept
+            return Block(adj, targets.numel(), n_in), at
+        block, inputs = self._block(p, targets)
+        at = np.searchsorted(self.levels[layer], inputs.numpy())
+        size = block.adj.col_indices().numel() + at.size
+        if self._kept + size <= BLOCK_ENTRIES:
+            self._blocks[(layer, a)] = (block.adj, block.n_in, at)
+            self._kept += size
+        return block, at
+
     def _models(self, states: Sequence[State]) -> list:
         """One model per state (copies of the architecture, made once and reloaded)."""
         import copy
@@ -344,8 +363,7 @@ class StreamedEvaluator:
                 if layer == 0:
                     hs = self._first_layer(models, p, a, b, targets)
                 else:
-                    block, inputs = self._block(p, targets)
-                    at = np.searchsorted(self.levels[layer], inputs.numpy())
+                    block, at = self._later_block(layer, p, a, targets)
                     hs = []
                     for model, before in zip(models, previous):
                         x = torch.from_numpy(np.asarray(before[at])).to(self.device)
