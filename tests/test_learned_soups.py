@@ -15,9 +15,12 @@ from ladle.store import RunDir
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    import os
+    with pytest.MonkeyPatch.context() as patch:  # the METIS cache of this module's runs, for this module only
+        patch.setenv("LADLE_CACHE", str(tmp_path_factory.mktemp("cache")))
+        yield _trained(tmp_path_factory)
 
-    os.environ.setdefault("LADLE_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+def _trained(tmp_path_factory):
     config = build_config({"dataset": "csbm:nodes=800,classes=4,features=8", "ingredients": 3,
                            "init": "independent", "train": {"epochs": 15}, "model": {"hidden": 16},
                            "soups": ["uniform", "learned", "pls"],

@@ -119,3 +119,37 @@ def test_mix_states_is_exact_for_single_members_and_skips_zeros():
     assert torch.equal(mix_states([(1.0, s), (0.0, {"w": torch.tensor([9.0, 9.0])})])["w"], s["w"])
     with pytest.raises(ValueError):
         mix_states([(0.0, s)])
+
+
+class CountingEvaluator(FakeEvaluator):
+    """Counts the states it is asked to score, and the calls (passes)."""
+
+    def __init__(self, fn):
+        super().__init__(fn)
+        self.scored, self.calls = 0, 0
+
+    def score_many(self, mixes):
+        self.scored, self.calls = self.scored + len(mixes), self.calls + 1
+        return super().score_many(mixes)
+
+
+def test_every_soup_ranks_the_ingredients_from_one_batch_of_scores():
+    from ladle.evaluation.memo import Remembering
+
+    ingredients = [ing(n, [w]) for n, w in (("a", 3.0), ("b", 1.0), ("c", 1.5), ("d", 0.0))]
+    plain, counting = closeness([1.0]), CountingEvaluator(closeness([1.0]).fn)
+    memo = Remembering(counting)
+    assert memo.remember([i.state for i in ingredients]) == [plain.score(i.state) for i in ingredients]
+    assert (counting.scored, counting.calls) == (4, 1)  # one batch, as a streamed evaluator scores them in one pass
+    for name in ("greedy", "gis"):
+        alone, remembered = get_soup(name)(ingredients, plain), get_soup(name)(ingredients, memo)
+        assert remembered.coefficients == alone.coefficients and remembered.trace == alone.trace
+    # Ranking asked for no ingredient again: greedy tried 3 averages, GIS 3 steps of 20 mixes.
+    assert counting.scored == 4 + 3 + 3 * 20
+    # A state is known by the object, not by equal values; a mix of a state with another coefficient is new.
+    twin = {"w": ingredients[0].state["w"].clone()}
+    before = counting.scored
+    assert memo.score(twin) == plain.score(twin)
+    assert memo.score_many([[(0.5, twin)]]) == [plain.score({"w": twin["w"] * 0.5})]
+    assert counting.scored == before + 2
+    assert memo.score(twin) == plain.score(twin) and counting.scored == before + 2  # remembered now

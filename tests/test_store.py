@@ -97,3 +97,72 @@ def test_run_dir_refuses_existing_folders(tmp_path):
         RunDir(tmp_path / "run").create(RunConfig())
     with pytest.raises(LadleError, match="not a ladle run"):
         RunDir(tmp_path / "busy").config()
+
+
+def _append_many(path, writer, count):
+    from ladle.files import append_jsonl
+
+    for i in range(count):
+        append_jsonl(path, {"writer": writer, "i": i}, root=path.parent)
+
+
+def test_appends_from_several_processes_are_all_kept(tmp_path):
+    import multiprocessing as mp
+
+    from ladle.files import read_jsonl
+
+    log = tmp_path / "timeline.jsonl"
+    ctx = mp.get_context("fork")
+    writers = [ctx.Process(target=_append_many, args=(log, w, 60)) for w in range(4)]
+    for p in writers:
+        p.start()
+    for p in writers:
+        p.join()
+    records, torn = read_jsonl(log, root=tmp_path)
+    assert not torn and sorted((r["writer"], r["i"]) for r in records) == [(w, i) for w in range(4) for i in range(60)]
+    for w in range(4):  # each writer's lines in its own order
+        assert [r["i"] for r in records if r["writer"] == w] == list(range(60))
+
+
+def test_an_append_after_a_torn_line_drops_the_torn_line(tmp_path):
+    from ladle.files import append_jsonl, read_jsonl
+
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b'{"a": 1}\n{"b": ')  # a crash mid-append
+    append_jsonl(log, {"c": 3}, root=tmp_path)
+    assert log.read_bytes() == b'{"a": 1}\n{"c": 3}\n' and read_jsonl(log, root=tmp_path) == ([{"a": 1}, {"c": 3}], False)
+    only = tmp_path / "only.jsonl"
+    only.write_bytes(b'{"a"')
+    append_jsonl(only, {"c": 3}, root=tmp_path)
+    assert only.read_bytes() == b'{"c": 3}\n'
+
+
+def test_a_second_writer_of_a_run_is_refused_with_the_holder_named(tmp_path):
+    import subprocess
+    import sys
+
+    from ladle import api
+
+    config = {"dataset": "csbm:nodes=200,classes=3,features=8,seed=1", "ingredients": 2,
+              "engine": {"name": "serial"}, "train": {"epochs": 1}, "soups": {"methods": ["uniform"]}}
+    run = tmp_path / "run"
+    api.train(config, run, progress=False)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from ladle.files import RunLock\n"
+                               f"with RunLock({str(run)!r}, 'soup'):\n    print('held', flush=True); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        for attempt in (lambda: api.soup(run), lambda: api.train(config, run, resume=True, progress=False)):
+            with pytest.raises(LadleError, match=rf"being written by ladle soup \(pid {holder.pid},") as err:
+                attempt()
+            assert "wait for it to finish" in err.value.fix
+        assert not (run / "soups" / "uniform.json").exists()
+    finally:
+        holder.communicate("")  # let it go: the lock goes with it
+    assert holder.returncode == 0
+    assert set(api.soup(run)) == {"uniform"}  # the lock is free again; in this process it nests (run: soup, report)
+    with RunDir(run).writing("run"):
+        api.soup(run)
+        from ladle.report import write_report
+
+        write_report(RunDir(run))

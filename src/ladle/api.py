@@ -22,6 +22,7 @@ from ladle.engines.base import Finished, IngredientStore, OnProgress
 from ladle.errors import LadleError
 from ladle.evaluation import Evaluator
 from ladle.evaluation.fast import FastEvaluator
+from ladle.evaluation.memo import Remembering
 from ladle.models import check_weights
 from ladle.profiling import measure
 from ladle.report import write_report
@@ -107,6 +108,10 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
 
     if needs_metis(config):
         require_metis()  # a missing package fails now too
+    if config.long_spec("ddp") is not None:
+        from ladle.ddp import check_plan
+
+        check_plan(config.long_spec("ddp"), config.engine.resolved)
     _check_device(config.device)
     engine = config.engine
     runner = get_engine(engine.resolved)
@@ -139,6 +144,12 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
             from ladle.data.npz import save_npz
 
             save_npz(graph, run_dir.path / SAVED_GRAPH, root=run_dir.path)
+    with run_dir.writing("train"):
+        return _train_in(config, graph, run_dir, meta, runner, on_epoch, created, created and existed, dispatch)
+
+
+def _train_in(config, graph, run_dir, meta, runner, on_epoch, created, existed, dispatch):
+    engine = config.engine
     store = IngredientStore(str(run_dir.path), meta, config.identity_sha256())
     long = config.long_spec()
     specs = [s for s in ([long] if long else []) + config.ingredient_specs() if not run_dir.has(s)]
@@ -152,6 +163,14 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
                  engine.resolved)
         finished = runner.run(specs, graph, store, device=config.device, engine=engine,
                               on_epoch=on_epoch, on_done=on_done)
+        ddp = config.long_spec("ddp")
+        if ddp is not None and not run_dir.has(ddp):  # after the ingredients: its K ranks take every core
+            from ladle.ddp import train_ddp
+
+            log.info("training the data-parallel baseline on %d ranks", ddp.ranks)
+            finished.append(train_ddp(ddp, graph, store, device=config.device, threads=engine.threads,
+                                      on_epoch=on_epoch))
+            on_done(finished[-1])
     except Exception:
         if created and not _stored_any(run_dir, config):  # nothing finished: leave no half-made run behind
             _remove_run(run_dir, keep_folder=existed)
@@ -202,8 +221,8 @@ def _parts_source(config: RunConfig):
     config = replace(config, partition=PartitionConfig(method=m["part_method"], parts=m["num_parts"],
                                                        halo=bool(m["halo_hops"])))
     if config.trunk.epochs or config.baseline != "none":
-        raise LadleError("a shared trunk and the long baseline train on the whole graph, which a parts: run never "
-                         "loads", fix="train them from the source graph (--dataset npy:DIR with --partition), or "
+        raise LadleError("a shared trunk and the long and ddp baselines train on the whole graph, which a parts: run "
+                         "never loads", fix="train them from the source graph (--dataset npy:DIR with --partition), or "
                                       "leave out --trunk-epochs and --baseline")
     if config.metric not in ("auto", m["metric"]):
         raise LadleError(f"metric = {config.metric}, but {source.folder} was cut for {m['metric']}",
@@ -541,10 +560,11 @@ def resume(out: str | Path, *, engine: EngineConfig | None = None, on_epoch: OnP
         config = replace(config, engine=engine)
     dispatch, _ = _dispatch(callbacks, progress)
     try:
-        _, graph, _ = train(config, out, graph=graph, on_epoch=on_epoch, resume=True, root=root,
-                            graph_file=graph_file, callbacks=dispatch, model=model)
-        soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch, model=model)
-        return write_report(run_dir)
+        with run_dir.writing("run --resume"):
+            _, graph, _ = train(config, out, graph=graph, on_epoch=on_epoch, resume=True, root=root,
+                                graph_file=graph_file, callbacks=dispatch, model=model)
+            soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch, model=model)
+            return write_report(run_dir)
     finally:
         dispatch.close()
 
@@ -579,11 +599,12 @@ def _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch):
         get_soup(m)  # a misspelt method is refused before the graph is loaded
     graph = run_graph(run_dir, config, graph=graph, root=root, graph_file=graph_file)
     written = {}
-    for name, state, sidecar in make_soups(run_dir, config, graph, methods, on_soup=on_soup):
-        written[name] = run_dir.save_soup(name, state, sidecar)
-        dispatch.soup(name, sidecar)
-        if on_soup:
-            on_soup(name, "done")
+    with run_dir.writing("soup"):
+        for name, state, sidecar in make_soups(run_dir, config, graph, methods, on_soup=on_soup):
+            written[name] = run_dir.save_soup(name, state, sidecar)
+            dispatch.soup(name, sidecar)
+            if on_soup:
+                on_soup(name, "done")
     return written
 
 
@@ -625,8 +646,11 @@ def make_soups(run_dir: RunDir, config: RunConfig, graph: Graph, methods, *, on_
 
 
 def _soups_on(run_dir, config, graph, soups, ingredients, model_config, fingerprints, val, test, device, on_soup):
-    scores = {i.name: {"sha256": fingerprints[i.name], "val": val.score(i.state), "test": test.score(i.state)}
-              for i in ingredients} if soups else {}
+    # Every soup ranks the same ingredients: each is scored once, all together (on parts, several per pass).
+    val, test = Remembering(val), Remembering(test)
+    states = [i.state for i in ingredients]
+    scores = {i.name: {"sha256": fingerprints[i.name], "val": v, "test": t}
+              for i, v, t in zip(ingredients, val.remember(states), test.remember(states))} if soups else {}
     evaluation = val.describe()  # after a first score: a streamed evaluator then knows what it keeps
     if config.eval.chunk and not evaluation["chunk_bound"]:
         log.warning("eval.chunk = %d bounds the reference scoring only; the fast evaluator's ingredient bank holds "
@@ -681,8 +705,9 @@ def run(config: RunConfig | dict, out: str | Path, *, graph=None, save_graph: bo
     try:
         run_dir, graph, _ = train(config, out, graph=graph, save_graph=save_graph, on_epoch=on_epoch,
                                   callbacks=dispatch, model=model)
-        soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch, model=model)
-        return write_report(run_dir)
+        with run_dir.writing("run"):
+            soup(run_dir, graph=graph, on_soup=on_soup, callbacks=dispatch, model=model)
+            return write_report(run_dir)
     finally:
         dispatch.close()
 
@@ -765,3 +790,7 @@ def _check_device(device: str) -> None:
         raise LadleError(f"device {device!r} is not a torch device", fix="use cpu, cuda or cuda:N") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise LadleError(f"device {device!r} asked for but no CUDA GPU is visible", fix="use --device cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        count = torch.cuda.device_count()
+        gpus = "1 CUDA GPU is" if count == 1 else f"{count} CUDA GPUs are"
+        raise LadleError(f"device {device!r} asked for but only {gpus} visible", fix=f"use cuda:0 to cuda:{count - 1}")

@@ -170,7 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("run_dir", type=Path)
     _add_graph_flags(predict)
     predict.add_argument("--model", default="gis",
-                         help="a soup (gis, greedy, uniform, ensemble), an ingredient or a baseline (long, long-swa)")
+                         help="a soup (gis, greedy, uniform, ensemble), an ingredient or a baseline (long, long-swa, ddp)")
     predict.add_argument("--out", type=Path, default=Path("predictions.csv"),
                          help="CSV to write, outside the run directory (default predictions.csv)")
     predict.add_argument("--force", action="store_true", help="overwrite --out if it exists")

@@ -1,10 +1,9 @@
 """The run: what it trains and how, assembled from the families' registries (imports no torch).
 
-Each family (models, samplers, soups, engines) declares its members' options beside them
-(``ladle.*.options``); this module keeps only the run itself: ``RunConfig``, the training,
-trunk, evaluation and engine settings, recipes, and TOML in and out. Precedence, lowest first:
-ladle's defaults, the chosen model's defaults, the config file, the command-line flags. The
-resolved result is written as ``config.toml`` beside every run, in the spelling read back here.
+Each family (models, samplers, soups, engines) declares its members' options beside them (``ladle.*.options``);
+this module keeps only the run itself: ``RunConfig``, the training, trunk, evaluation and engine settings, recipes,
+and TOML in and out. Precedence, lowest first: ladle's defaults, the chosen model's defaults, the config file, the
+command-line flags. The resolved result is written as ``config.toml`` beside every run, in the spelling read here.
 """
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ from ladle.soups.options import soups_from_tables
 from ladle.tomlio import dump_toml, load_toml  # noqa: F401  (dump_toml: re-exported for config users)
 
 MAX_INGREDIENTS = 256
-# What decides the ingredients' weights is the run's identity; these do not (where they train, where the data
-# lies: the graph itself is checked by fingerprint) or may change later (the soups).
+# Not the run's identity: where it trains, where the data lies (the graph is checked by fingerprint), the soups.
 IDENTITY_EXCLUDED = ("root", "engine", "soups")
 LEGACY = {"granularity": "soups.gis.granularity", "train.eval_chunk": "eval.chunk"}  # older spellings
 
@@ -87,11 +85,9 @@ class EvalConfig(Options):
 
 @dataclass(frozen=True)
 class IngredientSpec:
-    """Everything one worker needs to train one model of a run, and nothing else. ``role``: ``ingredient`` (the
-    soups' members), ``trunk`` (trained once, the ingredients' start) or ``long`` (the equal-compute baseline: one
-    model, K times the budget); ``trunk_epochs`` > 0: from the stored trunk. ``track_average`` also keeps its weights'
-    best-validated average over its epochs, changing nothing of its own training (its spec: :meth:`average_spec`).
-    """
+    """Everything one worker needs to train one model of a run. ``role``: ``ingredient`` (a soup's member), ``trunk``
+    (the ingredients' start), ``long`` or ``ddp`` (the equal-compute baselines); ``trunk_epochs`` > 0: from the stored
+    trunk. ``track_average`` also keeps its weights' best-validated average over its epochs (:meth:`average_spec`)."""
 
     index: int
     model: ModelConfig
@@ -105,6 +101,7 @@ class IngredientSpec:
     trunk_epochs: int = 0
     eval: EvalConfig = field(default_factory=EvalConfig)
     track_average: str = "none"
+    ranks: int = 1  # > 1: one model on this many communicating processes (role ddp, ladle.ddp)
 
     @property
     def name(self) -> str:
@@ -128,8 +125,9 @@ class RunConfig(Options):
     device: str = option("cpu", "torch device: cpu, cuda, cuda:N")
     metric: str = option("auto", "what selects and is reported (auto: the dataset's own; ROC-AUC for a binary npz "
                                  "graph)", choices=("auto", "acc", "rocauc", "f1"))
-    baseline: str = option("none", "long: also train one model with K times an ingredient's epochs and patience, "
-                                   "the report's equal-compute rows (its weights, and their SWA)", choices=("none", "long"))
+    baseline: str = option("none", "equal-compute rows: long, one model with K times an ingredient's epochs and "
+                                   "patience (and its SWA); ddp, that budget on K ranks that all-reduce gradients "
+                                   "every step", choices=("none", "long", "ddp", "long+ddp"))
     soups: tuple[str, ...] = option(("uniform", "greedy", "gis", "ensemble"), "soup methods, in order", flag="")
     soup_options: tuple = option((), "each soup's options, (name, options) pairs", flag="")
     model: ModelConfig = option(ModelConfig(), "", flag="")
@@ -190,18 +188,20 @@ class RunConfig(Options):
                                     average="none")
         return self._spec(0, self.sampler, derive_seed(self.seed, "trunk"), train=train, role="trunk")
 
-    def long_spec(self) -> IngredientSpec | None:
-        """The equal-compute baseline: K times an ingredient's epochs and patience, from the trunk if there is one."""
-        if self.baseline != "long":
+    def long_spec(self, role: str = "long") -> IngredientSpec | None:
+        """The equal-compute baseline: K times an ingredient's epochs and patience, from the trunk if there is one;
+        ``role`` ddp: that budget on K ranks that all-reduce gradients (:mod:`ladle.ddp`)."""
+        if role not in self.baseline.split("+"):
             return None
-        k = self.ingredients
+        k, track = self.ingredients, "swa" if self.train.average == "none" and role == "long" else "none"
         train = dataclasses.replace(self.train, epochs=k * self.train.epochs, patience=k * self.train.patience)
-        return self._spec(0, self.sampler, derive_seed(self.seed, "long"), train=train, role="long",
-                          trunk_epochs=self.trunk.epochs, track_average="swa" if self.train.average == "none" else "none")
+        return self._spec(0, self.sampler, derive_seed(self.seed, role), train=train, role=role,
+                          trunk_epochs=self.trunk.epochs, track_average=track, ranks=k if role == "ddp" else 1)
 
     def baseline_specs(self) -> list[IngredientSpec]:
-        """The long model and, unless it is averaged already, its weights' SWA (free: no other worker, no more steps)."""
-        return [] if self.baseline != "long" else [s for s in (self.long_spec(), self.long_spec().average_spec()) if s]
+        """The long model, its weights' SWA unless it is averaged already (free: no more steps), the DDP model."""
+        long = self.long_spec()
+        return [s for s in (long, long and long.average_spec(), self.long_spec("ddp")) if s]
 
     def identity(self) -> dict[str, Any]:
         """What decides the ingredients' weights, recorded in the run and every sidecar; a resume may not change it."""

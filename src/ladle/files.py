@@ -6,15 +6,18 @@ file must be a regular file of bounded size, and JSON must be an object of bound
 Writes are atomic (a temporary file created exclusively and without following links, flushed,
 fsynced, renamed), so a reader sees the old file or the new one, never half of one; a full disk
 or a read-only folder ends in one :class:`LadleError` naming the file, with everything written
-before intact. Append-only logs are rewritten whole by the same path, and read back tolerating a
-torn last line (a crash of an older ladle mid-append).
+before intact. Append-only logs are appended to under a lock of the log, and read back tolerating a
+torn last line (a crash mid-append). One process writes a run at a time (:class:`RunLock`).
 """
 from __future__ import annotations
 
+import errno
+import fcntl
 import hashlib
 import json
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -224,7 +227,94 @@ def _json_line(line: bytes) -> dict | None:
 
 
 def append_jsonl(path: Path, record: dict, *, root: Path | None = None) -> None:
-    """Append one object to a JSON-lines log by rewriting it atomically (a torn last line is dropped)."""
-    records, _ = read_jsonl(path, root=root)
-    records.append(record)
-    atomic_write(path, "".join(json.dumps(r) + "\n" for r in records).encode(), root=root)
+    """Append one object to a JSON-lines log: one ``write`` at the end of the file (``O_APPEND``), under an
+    exclusive ``flock`` of the log, so that writers in several processes never lose each other's lines. A torn
+    last line (a crash mid-append) is cut off first, so it never sits before a complete one."""
+    path = Path(path)
+    if root is not None:
+        check_inside(root, path)
+    line = (json.dumps(record) + "\n").encode()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if root is not None:
+            check_inside(root, path)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+    except OSError as err:
+        raise LadleError(f"cannot write {path}: {err.strerror or err}", fix=WRITE_FIX) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise LadleError(f"{path} is not a regular file", fix="remove it; ladle writes the log again")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            tail = os.pread(fd, min(size, MAX_JSON_BYTES), max(0, size - MAX_JSON_BYTES))
+            os.ftruncate(fd, size - len(tail) + tail.rfind(b"\n") + 1)
+        os.write(fd, line)
+        os.fsync(fd)
+    except OSError as err:
+        raise LadleError(f"cannot write {path}: {err.strerror or err}", fix=WRITE_FIX) from None
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+class RunLock:
+    """The one writer of a run directory: an exclusive ``flock`` of ``RUN/.ladle-lock``, which holds the writer's
+    pid and command while it writes (and nothing after). A second writer (two ``ladle soup`` at once, a ``ladle
+    report`` during training) is refused with one message naming the holder; the kernel drops the lock when its
+    process ends, however it ends. Re-entrant within a process (``ladle run`` soups and reports under one).
+
+    Args:
+        root: the run directory.
+        what: the command taking it (shown to a second writer).
+    """
+
+    NAME = ".ladle-lock"
+    _held: dict[str, list] = {}  # folder -> [fd, depth]
+
+    def __init__(self, root: Path, what: str):
+        self.root, self.what = Path(root), what
+
+    def __enter__(self) -> RunLock:
+        key = os.path.realpath(self.root)
+        held = RunLock._held.get(key)
+        if held is not None:
+            held[1] += 1
+            return self
+        path = check_inside(self.root, self.root / self.NAME)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as err:
+            if err.errno == errno.EROFS:  # a run someone sent, on a read-only disk: nothing here writes it
+                return self
+            raise LadleError(f"cannot open {path}: {err.strerror or err}", fix=WRITE_FIX) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise LadleError(f"{path} is not a regular file", fix="remove it; ladle makes it again")
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
+                raise LadleError(f"{self.root} is being written by {holder}",
+                                 fix="wait for it to finish (two writers of one run would overwrite each "
+                                     "other's files), or give another run directory") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"ladle {self.what} (pid {os.getpid()}, since {time.strftime('%H:%M:%S')})\n".encode(), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        RunLock._held[key] = [fd, 1]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        key = os.path.realpath(self.root)
+        held = RunLock._held.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if not held[1]:
+            del RunLock._held[key]
+            try:
+                os.ftruncate(held[0], 0)  # an idle run's lock file is empty: a refused command leaves every byte as it was
+            except OSError:
+                pass
+            os.close(held[0])  # closing the only descriptor releases the lock

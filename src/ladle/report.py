@@ -89,6 +89,8 @@ def _stored(run_dir: RunDir, spec, soups: dict) -> dict | None:
     entry = {"val": sidecar["scores"]["val"], "test": sidecar["scores"]["test"], "scores": "recorded",
              "epochs": spec.train.epochs, "epochs_trained": sidecar.get("epochs_trained"),
              "best_epoch": sidecar.get("best_epoch"), "seconds": sidecar["seconds"]}
+    if sidecar.get("communication"):  # the data-parallel baseline: its ranks and the bytes it all-reduced
+        entry["communication"] = sidecar["communication"]
     if sidecar.get("average_of"):
         entry["average"] = spec.train.average
     for soup in soups.values():
@@ -112,7 +114,9 @@ def table_rows(results: dict) -> list[dict]:
         k = len(results["ingredients"])
         what = (f"{b['average'].upper()} of its weights, best at epoch {b['best_epoch']}" if b.get("average")
                 else f"{b['epochs_trained']} epochs")
-        rows.append({"label": f"single model, {k}x budget ({what})"
+        ranks = (b.get("communication") or {}).get("ranks")
+        who = f"data-parallel, {ranks} ranks all-reducing" if ranks else "single model"
+        rows.append({"label": f"{who}, {k}x budget ({what})"
                               + ("*" if b["scores"] == "recorded" else ""), "kind": "reference",
                      "val": b["val"], "test": b["test"], "gain": b["gain_test"], "seconds": b["seconds"]})
     for name, s in results["soups"].items():
@@ -161,6 +165,11 @@ def derived_files(run_dir: RunDir) -> tuple[dict, dict[str, bytes]]:
 
 
 def write_report(run_dir: RunDir) -> dict:
+    with run_dir.writing("report"):
+        return _write_report(run_dir)
+
+
+def _write_report(run_dir: RunDir) -> dict:
     results, files = derived_files(run_dir)
     for name, payload in files.items():
         run_dir.write(name, payload)

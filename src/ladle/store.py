@@ -28,8 +28,8 @@ from safetensors.torch import save as save_safetensors
 
 from ladle.config import IngredientSpec, RunConfig, build_config, dump_toml
 from ladle.errors import LadleError
+from ladle.files import RunLock, atomic_write, check_inside, read_bytes, read_json, read_jsonl, sha256, write_json
 from ladle.files import append_jsonl as _append_jsonl
-from ladle.files import atomic_write, check_inside, read_bytes, read_json, read_jsonl, sha256, write_json
 from ladle.models.options import ModelConfig, model_config
 
 INGREDIENT_FORMAT = "ladle.ingredient/1"
@@ -37,7 +37,7 @@ SOUP_FORMAT = "ladle.soup/1"
 RUN_FORMAT = "ladle.run/1"
 MAX_WEIGHTS_BYTES = 64 * 2**30
 MAX_CONFIG_BYTES = 2**20
-BASELINE_NAMES = ("long", "long-swa", "long-ema")  # RunConfig.baseline_specs' roles
+BASELINE_NAMES = ("long", "long-swa", "long-ema", "ddp")  # RunConfig.baseline_specs' roles
 
 __all__ = ["RunDir", "atomic_write", "read_json", "read_weights", "save_weights", "sha256", "write_json"]
 
@@ -225,6 +225,10 @@ class RunDir:
 
     # ---- creating and opening
 
+    def writing(self, what: str) -> RunLock:
+        """The run's write lock for the command ``what`` (see :class:`ladle.files.RunLock`)."""
+        return RunLock(self.path, what)
+
     def is_run(self) -> bool:
         try:
             check_inside(self.path, self.path / "config.toml")
@@ -326,6 +330,7 @@ class RunDir:
             **({"part_graph": record.part_graph} if record.part_graph else {}),
             **({"scored_on": "part"} if record.scored_on == "part" else {}),
             **({"worker_memory": record.worker_memory} if record.worker_memory else {}),
+            **({"communication": record.communication} if record.communication else {}),
         }
         return save_weights(self.checkpoint_path(spec), record.state, sidecar, root=self.path)
 

@@ -51,6 +51,7 @@ class IngredientRecord:
     part_graph: dict | None = None  # a partitioned ingredient's part: see :func:`part_summary`
     scored_on: str = "graph"  # "part": trained from a partition folder, validated and scored on its own nodes
     worker_memory: dict | None = None  # the worker's peaks while it trained this model (engines.base.worker_memory)
+    communication: dict | None = None  # a data-parallel model's ranks and bytes all-reduced (ladle.ddp)
 
     @property
     def name(self) -> str:
@@ -83,7 +84,7 @@ def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | No
 def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.device = "cpu",
                      on_epoch: OnEpoch | None = None, start_state: dict | None = None,
                      after_epoch: Callable[[int, torch.nn.Module], None] | None = None,
-                     training_graph: Graph | None = None) -> IngredientRecord:
+                     training_graph: Graph | None = None, shard=None) -> IngredientRecord:
     """Train one ingredient and return its best-validation weights.
 
     Ties in validation keep the earlier epoch. With ``train.patience`` > 0, training stops after that
@@ -93,6 +94,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     own look at them, e.g. averaging them); it must leave the model and the random streams as it found them.
     ``training_graph`` (a part read from a partition folder) is what the sampler draws from; ``graph`` then is that
     part with its own nodes' validation and test masks, which the ingredient is validated and scored on.
+    ``shard`` (a :class:`ladle.ddp.Shard`) makes this process one rank of a data-parallel model: its share of each
+    step's seed nodes, its gradients all-reduced with the other ranks'.
     With ``spec.track_average`` the record's ``companion`` is the best-validated average of the weights over the
     epochs this model trained (validated at every validation of the model, ties keeping the earlier epoch).
     """
@@ -113,7 +116,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     sampler = build_sampler(train_graph, spec.sampler, spec.data_seed, num_layers=spec.model.layers,
                             adjacency=model.adjacency)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
-    seed_everything(spec.data_seed)  # dropout draws from here on are this ingredient's own
+    seed_everything(spec.data_seed if shard is None else shard.dropout_seed(spec.data_seed))  # its own dropout
+    stepped = model if shard is None else shard.wrap(model)  # DDP shares the module: validation reads ``model``
 
     averaged = WeightAverage(spec.train.average, spec.train.ema_decay)
     tracked = _Tracked(WeightAverage(spec.track_average, spec.train.ema_decay)) if spec.track_average != "none" \
@@ -123,9 +127,9 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     for epoch in range(1, spec.train.epochs + 1):
         model.train()
         losses = []
-        for batch in sampler.batches(epoch):
+        for batch in sampler.batches(epoch) if shard is None else shard.batches(sampler, epoch):
             optimizer.zero_grad(set_to_none=True)
-            loss = batch_loss(graph, model, batch.to(device))
+            loss = batch_loss(graph, stepped, batch.to(device))
             if loss is None:
                 continue
             loss.backward()

@@ -23,7 +23,7 @@ from ladle.files import read_json, read_jsonl
 from ladle.store import RunDir, check_sidecar, model_from_sidecar, read_weights, spec_differences, timeline_entry
 
 # The run's models that are neither ingredients nor soups, and their folders.
-STORED_MODELS = {"trunk": "trunk", "long": "baselines", "long-swa": "baselines"}
+STORED_MODELS = {"trunk": "trunk", "long": "baselines", "long-swa": "baselines", "ddp": "baselines"}
 
 
 @dataclass

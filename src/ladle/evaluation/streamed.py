@@ -237,8 +237,9 @@ class StreamedEvaluator:
         self._kept = 0
         self.forwards = 0
         # Mixes scored in one pass: as many as keep their layer outputs (scratch files) near GROUP_BYTES.
-        widest_level = max(len(level) for level in self.levels[1:])
-        self.group = max(1, min(MAX_GROUP, GROUP_BYTES // max(1, 4 * widest_level * widest)))
+        widths = [model_config.hidden] * (layers - 1) + [self.model.out_channels]
+        per_mix = sum(4 * len(level) * width for level, width in zip(self.levels[1:], widths))
+        self.group = max(1, min(MAX_GROUP, GROUP_BYTES // max(1, per_mix)))
 
     def _widen(self, ids: np.ndarray, name: str) -> np.ndarray:
         """``ids`` and all their neighbours, sorted, in a scratch file."""
