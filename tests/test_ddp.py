@@ -81,6 +81,10 @@ def test_a_run_with_the_ddp_baseline_reports_it_beside_the_long_model(tmp_path):
     assert "data-parallel, 2 ranks all-reducing, 2x budget (4 epochs)" in report
     timeline = RunDir(tmp_path / "run").timeline()
     assert [t["name"] for t in timeline][-1] == "ddp" and timeline[-1]["worker"].startswith("ddp (2 ranks")
+    from ladle.cli import main
+
+    assert main(["verify", str(tmp_path / "run")]) == 0  # its scores recomputed from its weights, like every model's
+    assert main(["predict", str(tmp_path / "run"), "--model", "ddp", "--out", str(tmp_path / "ddp.csv")]) == 0
 
 
 @pytest.mark.parametrize("more, needle", [
@@ -114,3 +118,34 @@ def test_the_wall_clock_benchmark_reads_every_row_from_the_run(tmp_path, capsys)
     assert rows["ddp"]["processes"] == 2 and rows["ddp"]["worker_s"] == 2 * rows["ddp"]["wall_s"]
     assert rows["gis"]["wall_s"] >= max(rows[f"ingredient-0{i}"]["wall_s"] for i in range(2))
     assert (tmp_path / "wall.png").stat().st_size > 10_000
+
+
+def test_the_at_scale_table_is_its_stated_formula_of_the_measured_inputs(tmp_path, capsys):
+    import math
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import at_scale
+
+    config = {"dataset": GRAPH, "ingredients": 2, "baseline": "ddp", "train": {"epochs": 1},
+              "model": {"name": "sage", "hidden": 8}, "sampler": {"name": "neighbor", "batch_size": 64},
+              "engine": {"name": "serial"}, "soups": {"methods": ["gis"]}}
+    api.run(config, tmp_path / "run", progress=False)
+    at_scale.main(["--run", str(tmp_path / "run"), "--steps", "4", "--ks", "8", "--gbits", "10",
+                   "--step-seconds", "0.002"])
+    fields = dict(pair.split("=", 1) for pair in capsys.readouterr().out.strip().splitlines()[-1].split())
+    sidecar = json.loads((tmp_path / "run" / "baselines" / "ddp.json").read_text())
+    p = sidecar["communication"]["allreduce_bytes_per_step"]
+    assert int(fields["allreduce_bytes_per_step"]) == p and fields["c_stated"] == "True"
+    graph = load_graph(GRAPH)
+    from ladle.sampling.partition import random_membership
+
+    membership = random_membership(graph.num_nodes, 8, 0)
+    rowptr, col = graph.csr()
+    cut = sum(int(membership[u] != membership[v]) for u in range(graph.num_nodes)
+              for v in col[rowptr[u]:rowptr[u + 1]].tolist()) / col.numel()
+    assert float(fields["cut_random_8"]) == round(cut, 4)
+    c, s, bw = 0.002, float(fields["sampled_per_batch"]), 10e9 / 8
+    expected = (c + s * cut * 128 * 4 / bw + 2 * 7 / 8 * p / bw) / c
+    assert math.isclose(float(fields["ddp_over_soup_K8_random_10g"]), round(expected, 3), abs_tol=2e-3)

@@ -170,3 +170,31 @@ def test_a_dataset_registered_at_run_time_is_named_like_any_other(tmp_path):
         DATASETS.remove("ring")
     with pytest.raises(Exception, match="unknown dataset 'ring'"):
         load_graph("ring")
+
+
+def test_a_member_option_named_like_another_setting_is_refused_not_left_without_a_flag():
+    from ladle.cli import run_flags
+    from ladle.errors import LadleError
+
+    @dataclasses.dataclass(frozen=True)
+    class Clashing(Options):
+        table: ClassVar[str] = "soups.clash"
+        epochs: int = option(3, "passes over the validation field", low=1)
+
+    SOUPS.add("clash", ShrinkSoup(), Clashing, "a soup whose option is named like train.epochs")
+    try:
+        with pytest.raises(LadleError, match=r"Clashing.epochs would take the flag --epochs, which sets train.epochs"):
+            run_flags()
+    finally:
+        SOUPS.remove("clash")
+
+    @dataclasses.dataclass(frozen=True)
+    class Spelled(Options):
+        table: ClassVar[str] = "soups.clash"
+        epochs: int = option(3, "passes over the validation field", low=1, flag="--soups-clash-epochs")
+
+    SOUPS.add("clash", ShrinkSoup(), Spelled, "the same option with a flag of its own")
+    try:
+        assert {f.flag: f.key for f in run_flags()}["--soups-clash-epochs"] == "soups.clash.epochs"
+    finally:
+        SOUPS.remove("clash")

@@ -204,3 +204,42 @@ def test_a_run_from_parts_names_no_folder_ladle_opens(parts_run, capsys):
     write_parts(open_source(SMALL), other, 2)
     assert main(["soup", str(out), "--graph", other]) == 2
     assert "is not the one" in " ".join(capsys.readouterr().err.split())
+
+
+def test_a_fitted_soup_on_parts_too_big_to_put_together_is_refused_and_names_the_streamed_soups(parts_run, capsys,
+                                                                                                monkeypatch):
+    import ladle.profiling
+
+    out, source, _ = parts_run
+    monkeypatch.setattr(ladle.profiling, "too_big", lambda need: True)  # as on a graph larger than the machine
+    assert main(["soup", str(out), "--graph", source.folder, "--method", "learned", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "fit their weights through the whole graph" in err and "--method uniform, greedy, gis or ensemble" in err
+    assert "Traceback" not in err and not (out / "soups" / "learned.json").exists()
+
+
+@pytest.mark.parametrize("name", ["sage", "gcn", "gat"])
+def test_blocks_past_the_memory_bound_are_kept_in_scratch_files_and_give_the_same_scores(cut, monkeypatch, name):
+    import ladle.evaluation.streamed as streamed_module
+
+    source, whole = cut[0]
+    config = model_config({"name": name, "hidden": 8, "layers": 3})
+    states = _states(config)
+    monkeypatch.setattr(streamed_module, "BLOCK_ENTRIES", 150)  # the first blocks in memory, the rest spilled
+    view = PartsView(source)
+    try:
+        evaluator = StreamedEvaluator(view, config, "val", chunk_size=16)
+        reference = Evaluator(whole, config, "val")
+        first = evaluator.score(states[0])
+        spilled = sorted(p.name for p in view.dir.glob("val-block*"))
+        assert spilled and evaluator._kept <= 150
+        built = []
+        block = StreamedEvaluator._block
+        monkeypatch.setattr(StreamedEvaluator, "_block", lambda self, p, t: built.append(t.numel()) or block(self, p, t))
+        for state in states:
+            assert evaluator.score(state) == reference.score(state)
+        assert first == reference.score(states[0])
+        # later scores build no block past the first layer (GAT rebuilds its first layer's, which it cannot store)
+        assert sum(built) == (len(evaluator.levels[1]) * len(states) if name == "gat" else 0)
+    finally:
+        view.close()

@@ -268,8 +268,11 @@ def run_flags() -> tuple[Flag, ...]:
         if meta.get("flag") == "":
             return
         flag = meta.get("flag") or "--" + name.replace("_", "-")
-        if flag in flags:  # one flag, several samplers: its help names them
+        if flag in flags and flags[flag].key == key:  # one flag, several samplers: its help names them
             return
+        if flag in flags:  # a member's option named like another setting: never silently without a flag
+            raise LadleError(f"{cls.__name__}.{name} would take the flag {flag}, which sets {flags[flag].key}",
+                             fix=f"declare it with option(..., flag=\"--{key.replace('.', '-').replace('_', '-')}\")")
         default = field.default if field.default is not dataclasses.MISSING else field.default_factory()
         kind = typing.get_type_hints(cls)[name]
         note = "" if "default" in meta["help"] and not default_note else f" (default {default_note or _show(default)})"

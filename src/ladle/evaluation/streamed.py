@@ -48,7 +48,8 @@ SPLITS = ("train", "val", "test")
 CHUNK_FLOATS = 2**24
 # The scratch bytes the layer outputs of one pass of several mixes may take, and the most mixes in one pass.
 GROUP_BYTES, MAX_GROUP = 2**31, 32
-# The entries (neighbours and input rows) of the later layers' blocks kept between scores: a bounded cache.
+# The entries (neighbours and input rows) of the later layers' blocks kept in memory between scores; the rest are
+# kept in scratch files.
 BLOCK_ENTRIES = 2**23
 
 
@@ -324,19 +325,31 @@ class StreamedEvaluator:
         return out
 
     def _later_block(self, layer: int, p: int, a: int, targets: Tensor) -> tuple[Block, np.ndarray]:
-        """A chunk's block past the first layer and its inputs' rows in the layer below: built once and kept while
-        the kept blocks hold fewer than BLOCK_ENTRIES entries (they do not depend on the weights)."""
+        """A chunk's block past the first layer and its inputs' rows in the layer below, built once (they do not
+        depend on the weights) and kept: in memory while the kept blocks hold fewer than BLOCK_ENTRIES entries,
+        beyond that in scratch files (a later pass maps them from the page cache instead of reading the parts)."""
         kept = self._blocks.get((layer, a))
         if kept is not None:
-            adj, n_in, at = kept
+            crow, col, values, n_in, at = kept
+            adj = csr_tensor(_tensor(crow), _tensor(col), _tensor(values), (targets.numel(), n_in)).to(self.device)
+            adj.ladle_kind = getattr(self.model, "adjacency", None)
             return Block(adj, targets.numel(), n_in), at
         block, inputs = self._block(p, targets)
         at = np.searchsorted(self.levels[layer], inputs.numpy())
+        arrays = [t.cpu().numpy() for t in (block.adj.crow_indices(), block.adj.col_indices(), block.adj.values())]
+        arrays.append(at)
         size = block.adj.col_indices().numel() + at.size
-        if self._kept + size <= BLOCK_ENTRIES:
-            self._blocks[(layer, a)] = (block.adj, block.n_in, at)
+        if self._kept + size > BLOCK_ENTRIES:  # spilled: each array to a file of its own
+            arrays = [self._spill(f"{self.split}-block{layer}-{a}-{i}", array) for i, array in enumerate(arrays)]
+        else:
             self._kept += size
+        self._blocks[(layer, a)] = (*arrays[:3], block.n_in, arrays[3])
         return block, at
+
+    def _spill(self, name: str, array: np.ndarray) -> np.ndarray:
+        out = self.view.memmap(name, array.shape, array.dtype)
+        out[:] = array
+        return out
 
     def _models(self, states: Sequence[State]) -> list:
         """One model per state (copies of the architecture, made once and reloaded)."""

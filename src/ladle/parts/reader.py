@@ -229,8 +229,9 @@ class PartSource:
         return train, mine
 
     def whole_graph(self):
-        """The graph put together again from its parts, in memory (the soups, report and predict still need it):
-        every node's features, label and masks from its own part, every edge from its endpoints' rows."""
+        """The graph put together again from its parts, in memory (the fitted soups, learned and pls, and
+        ``load_graph("parts:PDIR")`` need it; scoring streams over the parts): every node's features, label and
+        masks from its own part, every edge from its endpoints' rows. Refused where it would not fit."""
         from torch_geometric.data import Data
 
         from ladle.data.graph import Graph
@@ -239,10 +240,10 @@ class PartSource:
         m = self.manifest
         need = m["num_nodes"] * m["num_features"] * 4 + m["num_edges"] * 16 * 2
         if too_big(need):
-            raise LadleError(f"{self.folder}: the soups and the report still put the graph together in memory "
-                             f"(about {gib(need)}, {gib(memory_available())} free)",
-                             fix="train from the parts (ladle train --dataset parts:PDIR), then soup on a machine "
-                                 "that holds the graph")
+            raise LadleError(f"{self.folder}: the learned and partition learned soups fit their weights through "
+                             f"the whole graph, put together in memory (about {gib(need)}, {gib(memory_available())} "
+                             "free)", fix="soup with --method uniform, greedy, gis or ensemble (they stream over "
+                                          "the parts), or run the fitted soups on a machine that holds the graph")
         n = m["num_nodes"]
         y_shape = (n, m["num_classes"]) if m["task"] == "multilabel" else (n,)
         x = torch.empty(n, m["num_features"])
