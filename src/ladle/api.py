@@ -108,10 +108,10 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
 
     if needs_metis(config):
         require_metis()  # a missing package fails now too
-    if config.long_spec("ddp") is not None:
+    if (ddp := config.long_spec("ddp")) is not None:
         from ladle.ddp import check_plan
 
-        check_plan(config.long_spec("ddp"), config.engine.resolved)
+        check_plan(ddp, config.engine.resolved)
     _check_device(config.device)
     engine = config.engine
     runner = get_engine(engine.resolved)
@@ -790,7 +790,7 @@ def _check_device(device: str) -> None:
         raise LadleError(f"device {device!r} is not a torch device", fix="use cpu, cuda or cuda:N") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise LadleError(f"device {device!r} asked for but no CUDA GPU is visible", fix="use --device cpu")
-    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
-        count = torch.cuda.device_count()
+    count = torch.cuda.device_count() if dev.type == "cuda" else 0
+    if dev.type == "cuda" and dev.index is not None and dev.index >= count:
         gpus = "1 CUDA GPU is" if count == 1 else f"{count} CUDA GPUs are"
         raise LadleError(f"device {device!r} asked for but only {gpus} visible", fix=f"use cuda:0 to cuda:{count - 1}")

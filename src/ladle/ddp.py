@@ -31,7 +31,7 @@ from multiprocessing.connection import wait
 import torch
 
 from ladle.errors import LadleError
-from ladle.sampling.base import epoch_generator
+from ladle.sampling.base import seed_batches
 from ladle.seeding import derive_seed
 
 log = logging.getLogger(__name__)
@@ -67,15 +67,10 @@ class Shard:
 
     def batches(self, sampler, epoch: int):
         """This rank's share of each global batch of the epoch, in order (the single model's batches when K = 1)."""
-        gen = epoch_generator(sampler.seed, epoch)
-        order = sampler.train_nodes[torch.randperm(sampler.train_nodes.numel(), generator=gen)]
-        if self.rank:  # rank 0 draws its neighbours from the single model's stream; the others each from their own
-            gen = torch.Generator().manual_seed(derive_seed(sampler.seed, f"ddp-rank-{self.rank}", epoch))
-        for seeds in order.split(sampler.config.batch_size * self.world):
-            if seeds.numel() < self.world:  # a last global batch too small to give every rank a node
-                break
+        for seeds, gen in seed_batches(sampler.train_nodes, sampler.seed, epoch, sampler.config.batch_size,
+                                       self.rank, self.world):
             self.steps += 1
-            yield sampler.sample(seeds.tensor_split(self.world)[self.rank], gen)
+            yield sampler.sample(seeds, gen)
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks

@@ -238,12 +238,10 @@ def append_jsonl(path: Path, record: dict, *, root: Path | None = None) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         if root is not None:
             check_inside(root, path)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+        fd = _open_in_place(path, os.O_APPEND)
     except OSError as err:
         raise LadleError(f"cannot write {path}: {err.strerror or err}", fix=WRITE_FIX) from None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise LadleError(f"{path} is not a regular file", fix="remove it; ladle writes the log again")
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -255,6 +253,16 @@ def append_jsonl(path: Path, record: dict, *, root: Path | None = None) -> None:
         raise LadleError(f"cannot write {path}: {err.strerror or err}", fix=WRITE_FIX) from None
     finally:
         os.close(fd)  # and with it the lock
+
+
+def _open_in_place(path: Path, flags: int = 0) -> int:
+    """A read-write descriptor of the regular file ``path`` (made if absent), never through a link: for the files
+    written in place rather than replaced (a log's appends, the run's lock)."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0) | flags, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise LadleError(f"{path} is not a regular file", fix="remove it; ladle makes it again")
+    return fd
 
 
 class RunLock:
@@ -282,14 +290,12 @@ class RunLock:
             return self
         path = check_inside(self.root, self.root / self.NAME)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
+            fd = _open_in_place(path)
         except OSError as err:
             if err.errno == errno.EROFS:  # a run someone sent, on a read-only disk: nothing here writes it
                 return self
             raise LadleError(f"cannot open {path}: {err.strerror or err}", fix=WRITE_FIX) from None
         try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise LadleError(f"{path} is not a regular file", fix="remove it; ladle makes it again")
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

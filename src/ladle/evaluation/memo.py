@@ -31,7 +31,6 @@ class Remembering:
     def __init__(self, evaluator):
         self.evaluator = evaluator
         self._scores: dict[int, tuple[State, float]] = {}
-        self.computed = 0  # scores asked of the evaluator
 
     def __getattr__(self, name):
         return getattr(self.evaluator, name)
@@ -55,7 +54,6 @@ class Remembering:
                 ask.append(mix)
                 where.append(i)
         if ask:
-            self.computed += len(ask)
             for i, mix, score in zip(where, ask, self.evaluator.score_many(ask)):
                 scores[i] = score
                 state = _alone(mix)

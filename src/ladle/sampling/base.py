@@ -30,6 +30,25 @@ def epoch_generator(seed: int, epoch: int) -> torch.Generator:
     return torch.Generator().manual_seed(derive_seed(seed, "sampler", epoch))
 
 
+def seed_batches(train_nodes: torch.Tensor, seed: int, epoch: int, batch_size: int, rank: int = 0, world: int = 1):
+    """``(seeds, generator)`` for each batch of a seed-node sampler's epoch: the training nodes in the epoch's
+    permutation, ``batch_size`` at a time, and the generator that batch's neighbours are drawn from.
+
+    With ``world`` > 1 (one rank of a data-parallel model, :mod:`ladle.ddp`), each global batch holds ``world``
+    times ``batch_size`` seeds and rank ``rank`` gets the rank-th of its ``world`` consecutive shares; rank 0 draws
+    from the single model's stream, the others each from their own; a last global batch too small to give every
+    rank a node is left out. ``world`` = 1 is the single model's epoch.
+    """
+    gen = epoch_generator(seed, epoch)
+    order = train_nodes[torch.randperm(train_nodes.numel(), generator=gen)]
+    if rank:
+        gen = torch.Generator().manual_seed(derive_seed(seed, f"ddp-rank-{rank}", epoch))
+    for seeds in order.split(batch_size * world):
+        if seeds.numel() < world:
+            return
+        yield (seeds if world == 1 else seeds.tensor_split(world)[rank]), gen
+
+
 class Categorical:
     """Draws with replacement from fixed weights by inverse CDF (``torch.multinomial`` caps at 2^24 categories)."""
 

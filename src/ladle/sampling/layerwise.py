@@ -27,7 +27,7 @@ import torch
 from torch_geometric.data import Data
 
 from ladle.data.graph import Graph
-from ladle.sampling.base import Categorical, edges_of, epoch_generator
+from ladle.sampling.base import Categorical, edges_of, seed_batches
 from ladle.sampling.options import SamplerConfig
 
 
@@ -57,9 +57,7 @@ class LayerwiseSampler:
         return -(-self.train_nodes.numel() // self.config.batch_size)
 
     def batches(self, epoch: int):
-        gen = epoch_generator(self.seed, epoch)
-        order = self.train_nodes[torch.randperm(self.train_nodes.numel(), generator=gen)]
-        for seeds in order.split(self.config.batch_size):
+        for seeds, gen in seed_batches(self.train_nodes, self.seed, epoch, self.config.batch_size):
             yield self.sample(seeds, gen)
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Data:
