@@ -149,6 +149,26 @@ def test_ray_engine_gives_bit_identical_weights(serial_run, ray_cluster, tmp_pat
     assert {e[0] for e in events} == {"ingredient-00", "ingredient-01", "ingredient-02"}
 
 
+def on_every_engine(base: dict, ray_cluster: str, tmp_path: Path) -> dict[str, dict[str, bytes]]:
+    """The stored weights of ``base`` trained on the serial, process and Ray engines, by engine."""
+    runs = {}
+    for name, engine in (("serial", {"name": "serial"}), ("process", {"workers": 2}),
+                         ("ray", {"name": "ray", "address": ray_cluster})):
+        api.train(build_config({**base, "engine": engine}), tmp_path / name)
+        runs[name] = weights(tmp_path / name)
+    return runs
+
+
+def test_every_engine_trains_the_same_weights_with_the_options(ray_cluster, tmp_path):
+    """A learning-rate schedule, clipping and SWA from a start epoch (ladle.train_options) on every engine."""
+    base = {"dataset": "csbm:nodes=400,classes=3,features=8", "ingredients": 2, "soups": ["uniform"],
+            "sampler": {"name": "neighbor", "fanouts": [5, 5], "batch_size": 64}, "model": {"hidden": 8},
+            "train": {"epochs": 4, "lr_schedule": "step", "lr_step": 1, "lr_gamma": 0.5, "clip_grad": 0.5,
+                      "average": "swa", "average_start": 2}}
+    runs = on_every_engine(base, ray_cluster, tmp_path)
+    assert len(runs["serial"]) == 2 and runs["serial"] == runs["process"] == runs["ray"]
+
+
 def partitioned(**engine):
     """4 ingredients on a 3-part random partition, K left to resolve (the issue-34 defect's shape)."""
     return build_config({"dataset": "csbm:nodes=500,classes=3,features=8", "ingredients": 4,
@@ -191,11 +211,7 @@ def test_training_from_parts_is_the_same_on_every_engine(ray_cluster, tmp_path):
     base = {"dataset": f"parts:{tmp_path / 'pdir'}", "sampler": {"name": "neighbor", "fanouts": [5, 5],
                                                                   "batch_size": 64},
             "train": {"epochs": 2}, "model": {"hidden": 8}, "soups": ["uniform"]}
-    runs = {}
-    for name, engine in (("serial", {"name": "serial"}), ("process", {"workers": 2}),
-                         ("ray", {"name": "ray", "address": ray_cluster})):
-        api.train(build_config({**base, "engine": engine}), tmp_path / name)
-        runs[name] = weights(tmp_path / name)
+    runs = on_every_engine(base, ray_cluster, tmp_path)
     assert len(runs["serial"]) == 3 and runs["serial"] == runs["process"] == runs["ray"]
 
 

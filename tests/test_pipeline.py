@@ -8,6 +8,7 @@ import torch
 from ladle import api, load_model
 from ladle.cli import main
 from ladle.config import build_config
+from ladle.errors import LadleError
 from ladle.store import RunDir
 
 SMALL = "csbm:nodes=400,classes=3,features=8,degree=6,signal=0.7"
@@ -105,6 +106,44 @@ def test_load_model_and_predict(small_run, tmp_path):
     acc = sum(int(r["prediction"]) == y[int(r["node"])] for r in test_rows) / len(test_rows)
     assert acc == pytest.approx(json.loads((small_run / "results.json").read_text())["soups"]["gis"]["test"])
     assert main(["predict", str(small_run), "--model", "ensemble", "--out", str(out), "--force"]) == 0
+
+
+def test_predict_gives_probabilities_logits_and_embeddings(small_run, tmp_path):
+    """``ladle.predict`` and ``ladle predict --output``, each output recomputed here from the stored models."""
+    import numpy as np
+
+    import ladle
+    from ladle.data import load_graph
+    from ladle.evaluation.evaluator import whole_graph_logits
+
+    graph = load_graph(SMALL)
+    soup = load_model(small_run, "gis")
+    logits = whole_graph_logits(soup, graph)
+    torch.testing.assert_close(ladle.predict(small_run, "gis", "logits", graph=graph.data), logits, rtol=0, atol=0)
+    proba = ladle.predict(small_run, "gis", graph=graph)
+    torch.testing.assert_close(proba, torch.softmax(logits, -1), rtol=0, atol=0)
+    members = [load_model(small_run, f"ingredient-{i:02d}") for i in range(3)]
+    mean = sum(torch.softmax(whole_graph_logits(m, graph), -1) for m in members) / 3
+    torch.testing.assert_close(ladle.predict(small_run, "ensemble", "proba", graph=graph), mean, rtol=0, atol=1e-6)
+    ensemble_logits = ladle.predict(small_run, "ensemble", "logits", graph=graph)
+    assert torch.equal(ensemble_logits.argmax(-1), mean.argmax(-1))
+    # embeddings: what the last layer reads, so that layer on them gives the logits
+    embeddings = ladle.predict(small_run, "gis", "embeddings", graph=graph)
+    assert embeddings.shape == (400, 16) and bool((embeddings >= 0).all())  # after the ReLU
+    with torch.no_grad():
+        again = soup.sparse_conv(soup.convs[-1], embeddings, graph.adj_t(soup.adjacency))
+    torch.testing.assert_close(again, logits, rtol=0, atol=1e-5)
+    # the CLI: .npy in node order, CSV with a column per class
+    for output, shape in (("proba", (400, 3)), ("labels", (400,)), ("embeddings", (400, 16))):
+        assert main(["predict", str(small_run), "--output", output, "--out", str(tmp_path / f"{output}.npy")]) == 0
+        assert np.load(tmp_path / f"{output}.npy", allow_pickle=False).shape == shape
+    assert np.array_equal(np.load(tmp_path / "labels.npy"), logits.argmax(-1).numpy())
+    assert main(["predict", str(small_run), "--output", "logits", "--out", str(tmp_path / "l.csv")]) == 0
+    rows = list(csv.reader((tmp_path / "l.csv").open()))
+    assert rows[0] == ["node", "split", "c0", "c1", "c2"] and len(rows) == 401
+    torch.testing.assert_close(torch.tensor([[float(v) for v in r[2:]] for r in rows[1:]]), logits, rtol=1e-6, atol=1e-6)
+    with pytest.raises(LadleError, match="ensemble has no embeddings"):
+        ladle.predict(small_run, "ensemble", "embeddings", graph=graph)
 
 
 def test_report_command_and_table(small_run, capsys):

@@ -192,6 +192,12 @@ def test_predictions_from_parts_are_the_in_memory_models_in_original_ids(parts_r
     mean = sum(torch.softmax(whole_graph_logits(m, whole), -1) for m in members)
     ensemble = [int(line.split(",")[2]) for line in (out.parent / "ensemble.csv").read_text().split()[1:]]
     assert ensemble == mean.argmax(-1).tolist()
+    import ladle  # the probabilities too, streamed over the parts, in original ids
+
+    proba = ladle.predict(out, "ensemble", "proba", graph_file=source.folder)
+    torch.testing.assert_close(proba, mean / len(members), rtol=0, atol=1e-5)
+    logits = ladle.predict(out, "gis", "logits", graph_file=source.folder)
+    torch.testing.assert_close(logits, whole_graph_logits(load_model(out, "gis"), whole), rtol=0, atol=1e-4)
 
 
 def test_a_run_from_parts_names_no_folder_ladle_opens(parts_run, capsys):

@@ -7,6 +7,7 @@ The public API::
     results = ladle.run(ladle.build_config({"dataset": "Cora"}), "runs/cora")
     ladle.soup("runs/cora", ["gis"])
     model = ladle.load_model("runs/cora/soups/gis.safetensors")
+    proba = ladle.predict("runs/cora", "gis", "proba", graph=graph)  # [N, C]
 
 Names are imported when first used, so ``import ladle`` (and ``ladle --version``) does not import torch.
 """
@@ -22,7 +23,7 @@ _PUBLIC = {
     "graph_from": "ladle.data.pyg_input", "save_npz": "ladle.data.npz", "save_npy": "ladle.data.npy",
     "Callback": "ladle.callbacks", "ProgressBar": "ladle.callbacks", "TensorBoardLogger": "ladle.callbacks",
     "MLflowLogger": "ladle.callbacks", "WandbLogger": "ladle.callbacks",
-    "allow_import": "ladle.models.python_model",
+    "allow_import": "ladle.models.python_model", "predict": "ladle.prediction",
 }
 __all__ = sorted(_PUBLIC)
 

@@ -171,8 +171,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_graph_flags(predict)
     predict.add_argument("--model", default="gis",
                          help="a soup (gis, greedy, uniform, ensemble), an ingredient or a baseline (long, long-swa, ddp)")
+    predict.add_argument("--output", default="labels", choices=["labels", "proba", "logits", "embeddings"],
+                         help="labels: class ids; proba, logits: [N, C] per class (the ensemble's logits: log of its "
+                              "mean probability); embeddings: [N, H], what the last layer reads (default labels)")
     predict.add_argument("--out", type=Path, default=Path("predictions.csv"),
-                         help="CSV to write, outside the run directory (default predictions.csv)")
+                         help="file to write, outside the run directory: CSV (node, split, then the prediction or one "
+                              "column per class or dimension), or .npy (one row per node, in node order) "
+                              "(default predictions.csv)")
     predict.add_argument("--force", action="store_true", help="overwrite --out if it exists")
     predict.set_defaults(handler=cmd_predict)
 
@@ -482,7 +487,7 @@ def cmd_predict(args) -> int:
     import io
 
     from ladle.files import atomic_write
-    from ladle.predict import predict
+    from ladle.prediction import predict, prediction_rows
 
     out, run = args.out.resolve(), args.run_dir.resolve()
     if out == run or run in out.parents:
@@ -492,13 +497,23 @@ def cmd_predict(args) -> int:
         raise LadleError(f"--out {args.out} already exists", fix="choose another --out, or add --force to overwrite it")
     if os.path.isdir(args.out):
         raise LadleError(f"--out {args.out} is a folder", fix="give a file name, for example --out predictions.csv")
-    rows = predict(args.run_dir, args.model, root=args.root, graph_file=args.graph)
-    buffer = io.StringIO(newline="")
-    writer = csv.writer(buffer)
-    writer.writerow(["node", "split", "prediction"])
-    writer.writerows(rows)
-    atomic_write(args.out, buffer.getvalue().encode())
-    console.print(f"wrote {len(rows)} predictions of {args.model} to {args.out}", markup=False, highlight=False)
+    if args.out.suffix.lower() == ".npy":
+        import numpy as np
+
+        values = predict(args.run_dir, args.model, args.output, root=args.root, graph_file=args.graph)
+        buffer = io.BytesIO()
+        np.save(buffer, values.numpy(), allow_pickle=False)
+        atomic_write(args.out, buffer.getvalue())
+        count = f"{values.size(0)} rows {list(values.shape)}"
+    else:
+        header, rows = prediction_rows(args.run_dir, args.model, args.output, root=args.root, graph_file=args.graph)
+        buffer = io.StringIO(newline="")
+        writer = csv.writer(buffer)
+        writer.writerow(header)
+        writer.writerows(rows)
+        atomic_write(args.out, buffer.getvalue().encode())
+        count = f"{len(rows)} rows"
+    console.print(f"wrote {args.output} of {args.model} ({count}) to {args.out}", markup=False, highlight=False)
     return 0
 
 

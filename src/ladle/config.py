@@ -12,12 +12,12 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 from ladle.engines.options import EngineConfig
 from ladle.errors import LadleError, suggest
 from ladle.models.options import ModelConfig, model_config
-from ladle.options import Options, check_int, option
+from ladle.options import Options, option
 from ladle.parts import parts_count
 from ladle.sampling.options import (
     PartitionConfig,
@@ -30,57 +30,12 @@ from ladle.sampling.options import (
 from ladle.seeding import derive_seed
 from ladle.soups.options import soups_from_tables
 from ladle.tomlio import dump_toml, load_toml  # noqa: F401  (dump_toml: re-exported for config users)
+from ladle.train_options import EvalConfig, TrainConfig, TrunkConfig, omitted_at_before
 
 MAX_INGREDIENTS = 256
 # Not the run's identity: where it trains, where the data lies (the graph is checked by fingerprint), the soups.
 IDENTITY_EXCLUDED = ("root", "engine", "soups")
 LEGACY = {"granularity": "soups.gis.granularity", "train.eval_chunk": "eval.chunk"}  # older spellings
-
-
-@dataclass(frozen=True)
-class TrainConfig(Options):
-    """How one ingredient is trained: Adam, the best-validation weights kept."""
-
-    table: ClassVar[str] = "train"
-    epochs: int = option(200, "epochs per ingredient (GAT 500)", low=1, high=1_000_000)
-    lr: float = option(0.01, "Adam learning rate (GAT 0.005)", low=0.0, high=10.0, open_low=True)
-    weight_decay: float = option(5e-4, "Adam weight decay", low=0.0, high=1.0)
-    eval_every: int = option(1, "validate every k epochs", low=1)
-    patience: int = option(0, "early stopping: validations without improvement before an ingredient stops, "
-                              "keeping its best weights (0: train every epoch)", low=0, high=1_000_000)
-    average: str = option("none", "validate, early-stop on and keep each model's weights averaged over its epochs: "
-                                  "swa (their mean, Izmailov et al., 2018), ema", choices=("none", "swa", "ema"))
-    ema_decay: float = option(0.8, "the ema's weight on its past, per epoch", low=0.0, high=1.0, open_low=True)
-
-    def validate(self):
-        check_int("train.eval_every", self.eval_every, 1, self.epochs)
-
-
-@dataclass(frozen=True)
-class TrunkConfig(Options):
-    """A shared trunk the ingredients branch from (Frankle et al., ICML 2020, *Linear Mode Connectivity and the
-    Lottery Ticket Hypothesis*: after a short common trunk, runs that differ only in SGD noise are linearly
-    connected, the condition for averaging their weights to help)."""
-
-    table: ClassVar[str] = "trunk"
-    epochs: int = option(0, "train one shared trunk this many epochs, then start every ingredient from it "
-                            "(0: from the shared initialisation)", low=0, high=1_000_000, flag="--trunk-epochs")
-
-
-@dataclass(frozen=True)
-class EvalConfig(Options):
-    """How whole-graph scores are computed: in training's validation, the soups, verify and predict."""
-
-    table: ClassVar[str] = "eval"
-    chunk: int = option(0, "layer-wise inference over chunks of this many nodes, bounding memory (0: one "
-                           "full-batch forward)", low=0, flag="--eval-chunk")
-    device: str = option("", "where soups and predictions run (default: the run's device)", flag="--eval-device",
-                         empty=True)
-
-    def validate(self):
-        if self.device and self.device.split(":")[0] not in ("cpu", "cuda"):
-            raise LadleError(f"eval.device must be cpu, cuda or cuda:N, got {self.device!r}",
-                             fix="give eval.device cpu or cuda, or leave it out")
 
 
 @dataclass(frozen=True)
@@ -185,7 +140,7 @@ class RunConfig(Options):
         if not self.trunk.epochs:
             return None
         train = dataclasses.replace(self.train, epochs=self.trunk.epochs, eval_every=self.trunk.epochs, patience=0,
-                                    average="none")
+                                    average="none", average_start=1, lr_schedule="none")  # a constant rate to branch
         return self._spec(0, self.sampler, derive_seed(self.seed, "trunk"), train=train, role="trunk")
 
     def long_spec(self, role: str = "long") -> IngredientSpec | None:
@@ -194,8 +149,7 @@ class RunConfig(Options):
         if role not in self.baseline.split("+"):
             return None
         k, track = self.ingredients, "swa" if self.train.average == "none" and role == "long" else "none"
-        train = dataclasses.replace(self.train, epochs=k * self.train.epochs, patience=k * self.train.patience)
-        return self._spec(0, self.sampler, derive_seed(self.seed, role), train=train, role=role,
+        return self._spec(0, self.sampler, derive_seed(self.seed, role), train=self.train.scaled(k), role=role,
                           trunk_epochs=self.trunk.epochs, track_average=track, ranks=k if role == "ddp" else 1)
 
     def baseline_specs(self) -> list[IngredientSpec]:
@@ -206,8 +160,9 @@ class RunConfig(Options):
     def identity(self) -> dict[str, Any]:
         """What decides the ingredients' weights, recorded in the run and every sidecar; a resume may not change it."""
         out = {k: v for k, v in self.to_dict().items() if k not in IDENTITY_EXCLUDED}
-        if out["train"]["average"] == "none":  # as before weight averaging existed: older runs keep their identity
-            out["train"] = {k: v for k, v in out["train"].items() if k not in ("average", "ema_decay")}
+        out["train"] = omitted_at_before(self.train)  # a run that uses no later option keeps its identity
+        if self.train.average == "none":  # does not apply
+            del out["train"]["ema_decay"]
         return out
 
     def identity_sha256(self) -> str:

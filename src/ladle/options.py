@@ -24,7 +24,7 @@ from ladle.errors import LadleError, suggest
 
 def option(default: Any, help: str, *, low: float | None = None, high: float | None = None,
            choices: tuple | None = None, flag: str | None = None, open_low: bool = False, name: str | None = None,
-           empty: bool = False):
+           empty: bool = False, before: Any = MISSING):
     """A dataclass field with its help line and bounds.
 
     Args:
@@ -35,9 +35,11 @@ def option(default: Any, help: str, *, low: float | None = None, high: float | N
         flag: the command-line flag, if not ``--field-name``; ``""`` for no flag.
         name: the name messages use, if not ``TABLE.FIELD`` (the flat names that predate tables).
         empty: whether a string may be empty.
+        before: the value every run had before this option existed: at that value the run's identity leaves it
+            out and an older sidecar, which does not record it, is read as having it.
     """
     meta = {"help": help, "low": low, "high": high, "choices": choices, "flag": flag, "open_low": open_low,
-            "name": name, "empty": empty}
+            "name": name, "empty": empty, **({} if before is MISSING else {"before": before})}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)

@@ -31,6 +31,7 @@ from ladle.errors import LadleError
 from ladle.files import RunLock, atomic_write, check_inside, read_bytes, read_json, read_jsonl, sha256, write_json
 from ladle.files import append_jsonl as _append_jsonl
 from ladle.models.options import ModelConfig, model_config
+from ladle.train_options import EvalConfig, TrainConfig, before_values
 
 INGREDIENT_FORMAT = "ladle.ingredient/1"
 SOUP_FORMAT = "ladle.soup/1"
@@ -169,8 +170,8 @@ def model_from_sidecar(sidecar: dict) -> tuple[ModelConfig, int, int]:
 
 
 # Settings added after runs were first stored: a sidecar without them was made with these values.
-LATER_DEFAULTS = {"train.patience": 0, "trunk_epochs": 0, "eval.chunk": 0, "eval.device": "", "train.average": "none",
-                  "train.ema_decay": 0.8}
+LATER_DEFAULTS = {"train.patience": 0, "trunk_epochs": 0, "eval.chunk": 0, "eval.device": "", "train.ema_decay": 0.8,
+                  **before_values(TrainConfig, EvalConfig)}
 
 
 def spec_fields(spec: IngredientSpec) -> dict:

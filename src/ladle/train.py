@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
 import torch
@@ -124,23 +124,33 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
         else None
     best_val, best_epoch, best_state, history = float("-inf"), 0, None, []
     stale, epoch = 0, 0  # validations since the best one
+    arithmetic = _arithmetic(spec, device, model)
     for epoch in range(1, spec.train.epochs + 1):
         model.train()
         losses = []
+        if spec.train.lr_schedule != "none":  # set per epoch from its closed form: nothing to restore on resume
+            for group in optimizer.param_groups:
+                group["lr"] = spec.train.lr_at(epoch)
         for batch in sampler.batches(epoch) if shard is None else shard.batches(sampler, epoch):
             optimizer.zero_grad(set_to_none=True)
-            loss = batch_loss(graph, stepped, batch.to(device))
+            with arithmetic():
+                loss = batch_loss(graph, stepped, batch.to(device))
             if loss is None:
                 continue
             loss.backward()
+            if spec.train.clip_grad:  # after DDP's all-reduce: every rank clips the same summed gradient
+                torch.nn.utils.clip_grad_norm_(model.parameters(), spec.train.clip_grad)
             optimizer.step()
             losses.append(float(loss.detach()))
         metrics = {"loss": sum(losses) / max(len(losses), 1)}
+        if spec.train.lr_schedule != "none":
+            metrics["lr"] = spec.train.lr_at(epoch)
         if after_epoch is not None:
             after_epoch(epoch, model)
-        averaged.add(model)
-        if tracked is not None:
-            tracked.average.add(model)
+        if epoch >= spec.train.average_start:  # before it, the average is empty and the model is its own
+            averaged.add(model)
+            if tracked is not None:
+                tracked.average.add(model)
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
             with averaged.swapped_in(model):  # with an average, it is what is validated and kept
                 scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
@@ -180,6 +190,20 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
                             history, graph.num_features, graph.num_classes, str(device), peak, epoch,
                             companion=companion, part_graph=None if spec.part is None else part_summary(train_graph),
                             scored_on="graph" if training_graph is None else "part")
+
+
+def _arithmetic(spec: IngredientSpec, device: torch.device, model: torch.nn.Module):
+    """What the forward and the loss run under: fp32 as they are, or bf16 autocast (the weights, their gradients and
+    Adam's state stay fp32)."""
+    if spec.train.precision == "fp32":
+        return nullcontext
+    if device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        raise LadleError(f"{spec.name}: train.precision bf16 on {device}, which has no bfloat16 arithmetic",
+                         fix="train with --precision fp32 on this GPU, or on a GPU with bf16 (Ampere or later)")
+    if device.type == "cpu" and spec.sampler.name == "full" and model.adjacency is not None:
+        log.warning("%s: train.precision bf16 with a full batch: its sparse products run in fp32 on the CPU (no "
+                    "bf16 kernel there), so the layers train as fp32", spec.name)
+    return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
 
 
 def _cpu_copy(model: torch.nn.Module) -> dict[str, torch.Tensor]:

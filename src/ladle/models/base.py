@@ -85,7 +85,7 @@ class GNN(nn.Module):
         sparse = edge_index is not None and edge_index.layout == torch.sparse_csr
         for i, conv in enumerate(self.convs):
             if sparse:
-                h = self.sparse_conv(conv, x, edge_index)
+                h = self._sparse_conv_in_kernel_dtype(conv, x, edge_index)
             elif layer_ptr is None:
                 h = conv(x, edge_index, *extra)
             else:
@@ -134,6 +134,14 @@ class GNN(nn.Module):
         if self.trims_by_hop:
             return conv((x, x[:block.n_out]), block.adj)
         return self.sparse_conv(conv, x, block.adj)
+
+    def _sparse_conv_in_kernel_dtype(self, conv: nn.Module, x: Tensor, adj_t: Tensor) -> Tensor:
+        # Under bf16 autocast (train.precision) the CPU has no bf16 kernel for a sparse CSR product: that layer
+        # runs in fp32 there, the rest of the step in bf16.
+        if x.device.type == "cpu" and torch.is_autocast_enabled("cpu"):
+            with torch.autocast("cpu", enabled=False):
+                return self.sparse_conv(conv, x.float(), adj_t)
+        return self.sparse_conv(conv, x, adj_t)
 
     def sparse_conv(self, conv: nn.Module, x: Tensor, adj_t: Tensor) -> Tensor:
         """One layer over a sparse ``adj_t``; PyG's layers take it as they take an edge list."""

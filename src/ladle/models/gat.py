@@ -2,6 +2,7 @@
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv
+from torch_geometric.utils import softmax
 
 from ladle.models.base import GNN, FastPath
 
@@ -45,22 +46,13 @@ def attention(plan, xw, w, p):
     xw = xw.view(-1, heads, channels)
     score_src = (xw * att_src).sum(-1)  # [n_in, H]
     score_dst = (xw[:plan.n_out] * att_dst).sum(-1)  # [n_out, H]
-    alpha = edge_softmax(F.leaky_relu(score_src[plan.col] + score_dst[plan.row], 0.2), plan)  # [nnz, H]
+    # over each target's in-edges: the plan's rows are sorted, so PyG's softmax reduces by segments of crow
+    alpha = softmax(F.leaky_relu(score_src[plan.col] + score_dst[plan.row], 0.2), ptr=plan.adj.crow_indices(), dim=0)
     by_head = xw.transpose(0, 1).contiguous() if heads > 1 else xw.view(1, -1, channels)
     crow, col = plan.adj.crow_indices(), plan.adj.col_indices()
     out = [spmm(csr_tensor(crow, col, alpha[:, k].contiguous(), plan.adj.shape), by_head[k]) for k in range(heads)]
     out = torch.cat(out, 1) if heads > 1 else out[0]
     return out.add_(w[p + "bias"])
-
-
-def edge_softmax(alpha, plan):
-    """Softmax of [nnz, H] edge scores over each target's in-edges, as PyG's ``softmax`` computes it
-    (max subtracted, 1e-16 added to the sum), by segment reductions over the sorted rows."""
-    crow = plan.adj.crow_indices()
-    top = torch.segment_reduce(alpha, "max", offsets=crow, axis=0)
-    alpha = (alpha - top[plan.row]).exp_()
-    total = torch.segment_reduce(alpha, "sum", offsets=crow, axis=0).add_(1e-16)
-    return alpha.div_(total[plan.row])
 
 
 class GAT(GNN):

@@ -9,10 +9,12 @@ class GCNFast(FastPath):
     """Layer 1 is Â (X W) + b: with Â X shared, an ingredient's part is Â X Wᵀ + b, the bias banked with it."""
 
     @staticmethod
-    def propagation(ev):
-        from torch_geometric.nn.conv.gcn_conv import gcn_norm
-
-        return gcn_norm(ev.edge_index, None, ev.graph.num_nodes, add_self_loops=True)
+    def propagation(ev):  # the graph's own D^-1/2 (A + I) D^-1/2 (Graph.adj_t), as (source, target) edges
+        adj = ev.graph.adj_t("gcn")
+        crow, col = adj.crow_indices(), adj.col_indices()
+        row = torch.repeat_interleave(torch.arange(adj.size(0), device=col.device), crow[1:] - crow[:-1],
+                                      output_size=col.numel())
+        return (col.to(ev.device), row.to(ev.device)), adj.values().to(ev.device)
 
     @staticmethod
     def part_widths(model):
