@@ -89,7 +89,6 @@ def test_a_run_with_the_ddp_baseline_reports_it_beside_the_long_model(tmp_path):
 
 @pytest.mark.parametrize("more, needle", [
     ({"sampler": {"name": "cluster"}}, "the cluster sampler draws subgraphs"),
-    ({"engine": {"name": "ray"}, "sampler": {"name": "neighbor"}}, "on the ray engine it is not built yet"),
 ])
 def test_a_ddp_baseline_it_cannot_train_is_refused_before_training(tmp_path, more, needle):
     config = build_config({"dataset": GRAPH, "ingredients": 2, "baseline": "ddp", **more})

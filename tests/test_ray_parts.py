@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from conftest import in_fresh_process
 from ladle import api
 from ladle.config import build_config
 from ladle.data import load_graph
@@ -36,18 +37,10 @@ child_only = pytest.mark.skipif(os.environ.get(CHILD) != "1", reason="run by tes
 
 
 if os.environ.get(CHILD) != "1":
-    # Each case runs in a fresh Python: the clusters here start without authentication, and Ray fixes a process's
-    # authentication mode once (other tests' clusters switch this one to token mode).
     @pytest.mark.parametrize("case", CASES)
     def test_in_a_fresh_process(case):
-        env = {**os.environ, CHILD: "1", "RAY_AUTH_MODE": "disabled"}
-        for _ in range(2):  # one retry: the node-removal cases race a live cluster (flaky once in CI, under study)
-            done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k",
-                                   case], env=env, capture_output=True, text=True, cwd=os.path.dirname(__file__))
-            if done.returncode == 0:
-                break
-        last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-        assert done.returncode == 0 and last.startswith("1 passed"), done.stdout[-6000:] + done.stderr[-2000:]
+        # one retry: the node-removal cases race a live cluster (flaky once in CI, under study)
+        in_fresh_process(__file__, case, CHILD, retries=1)
 
 
 @pytest.fixture(scope="module")

@@ -111,7 +111,7 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
     if (ddp := config.long_spec("ddp")) is not None:
         from ladle.ddp import check_plan
 
-        check_plan(ddp, config.engine.resolved)
+        check_plan(ddp)
     _check_device(config.device)
     engine = config.engine
     runner = get_engine(engine.resolved)
@@ -165,11 +165,16 @@ def _train_in(config, graph, run_dir, meta, runner, on_epoch, created, existed, 
                               on_epoch=on_epoch, on_done=on_done)
         ddp = config.long_spec("ddp")
         if ddp is not None and not run_dir.has(ddp):  # after the ingredients: its K ranks take every core
-            from ladle.ddp import train_ddp
-
             log.info("training the data-parallel baseline on %d ranks", ddp.ranks)
-            finished.append(train_ddp(ddp, graph, store, device=config.device, threads=engine.threads,
-                                      on_epoch=on_epoch))
+            if engine.resolved == "ray":
+                from ladle.engines.ray_cluster import run_ddp
+
+                finished.append(run_ddp(ddp, graph, store, device=config.device, engine=engine, on_epoch=on_epoch))
+            else:
+                from ladle.ddp import train_ddp
+
+                finished.append(train_ddp(ddp, graph, store, device=config.device, threads=engine.threads,
+                                          on_epoch=on_epoch))
             on_done(finished[-1])
     except Exception:
         if created and not _stored_any(run_dir, config):  # nothing finished: leave no half-made run behind

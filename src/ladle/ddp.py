@@ -16,8 +16,10 @@ takes the same early-stopping decision without a message; rank 0's weights are s
 counted by a DDP communication hook around PyTorch's own all-reduce (measured, not modelled): the gradients each
 rank contributes per step, and their total.
 
-Only seed-node samplers shard this way (neighbour, FastGCN, LADIES); a subgraph sampler's batch cannot be split
-into K shares of one step, and is refused before training.
+On the process (and serial) engine the ranks are local processes that meet through torch's FileStore; on the ray
+engine Ray Train starts them, on any nodes, and sets up their process group
+(:func:`ladle.engines.ray_cluster.run_ddp`). Only seed-node samplers shard this way (neighbour, FastGCN, LADIES); a
+subgraph sampler's batch cannot be split into K shares of one step, and is refused before training.
 """
 from __future__ import annotations
 
@@ -38,7 +40,7 @@ log = logging.getLogger(__name__)
 LR_RULE = "not scaled with K (Adam, the single model's learning rate)"
 
 
-def check_plan(spec, engine: str) -> None:
+def check_plan(spec) -> None:
     """Refuse, before any training, a data-parallel baseline this run cannot train."""
     from ladle.sampling import SAMPLERS
 
@@ -46,9 +48,6 @@ def check_plan(spec, engine: str) -> None:
         raise LadleError(f"--baseline ddp shares each step's seed nodes among the ranks; the {spec.sampler.name} "
                          "sampler draws subgraphs, not seed nodes",
                          fix="use --sampler neighbor (or fastgcn, ladies) with --baseline ddp")
-    if engine == "ray":
-        raise LadleError("--baseline ddp runs its ranks as local processes; on the ray engine it is not built yet",
-                         fix="train it with --engine process (or serial) on one machine, or leave out ddp")
 
 
 class Shard:
