@@ -24,6 +24,7 @@ the cells that have it, and what the trunk adds to GIS's gain).
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import statistics
 import sys
@@ -31,10 +32,10 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-ROWS = ["best", "long", "long_swa", "uniform", "greedy", "gis", "learned", "ensemble"]
-LABELS = {"best": "best ingredient", "long": "single model, 4x budget", "long_swa": "its SWA",
-          "uniform": "uniform", "greedy": "greedy", "gis": "GIS", "learned": "learned (fit on val)",
-          "ensemble": "ensemble (4 models)"}
+ROWS = ["best", "long", "long_swa", "ddp", "uniform", "greedy", "gis", "learned", "ensemble"]
+LABELS = {"best": "best ingredient", "long": "single model, Kx budget", "long_swa": "its SWA",
+          "ddp": "DDP, K ranks", "uniform": "uniform", "greedy": "greedy", "gis": "GIS",
+          "learned": "learned (fit on val)", "ensemble": "ensemble (K models)"}
 
 
 @dataclass(frozen=True)
@@ -47,14 +48,23 @@ class Cell:
     epochs: int  # each ingredient's cap
     patience: int
     extra: dict = field(default_factory=dict)
+    partition: tuple | None = None  # (method, K, halo): ingredient i trains on part i of K alone
+    ingredients: int = 4
 
     @property
     def label(self) -> str:
         name = self.dataset.split("/")[-1].replace(".npz", "")
         train = self.extra.get("train", {})
         average, decay = train.get("average", "none"), train.get("weight_decay")
+        parts = "" if self.partition is None else (f" {self.partition[0]} K{self.partition[1]}"
+                                                   + (" halo" if self.partition[2] else ""))
         return (f"{name} {self.model} {self.sampler['name']}" + ("" if average == "none" else f" {average}")
-                + ("" if decay is None else f" wd{decay:g}"))
+                + ("" if decay is None else f" wd{decay:g}") + parts)
+
+    @property
+    def baseline_key(self) -> tuple:
+        """What the long model and DDP depend on: not the partition (they train on the whole graph)."""
+        return (self.dataset, self.model, self.ingredients, self.epochs)
 
 
 def cells(args) -> list[Cell]:
@@ -71,6 +81,16 @@ def cells(args) -> list[Cell]:
         Cell("csbm-arxiv", "sage", {**neighbor, "batch_size": 1024}, 3, 2, 30, 5,
              {"model": {"hidden": 128}, "learned": {"epochs": 20}}),
     ]
+    if getattr(args, "partitions", ""):
+        # Graph Ladling's data partition soup: K ingredients, each on its own part (neighbour sampling inside it).
+        arxiv = Cell(args.partition_dataset, "sage", {**neighbor, "batch_size": 1024}, 3, 2, 30, 5,
+                     {"model": {"hidden": 128}, "learned": {"epochs": 20}})
+        if args.quick:
+            arxiv = replace(arxiv, trunk=1, epochs=2, patience=1, extra={"model": {"hidden": 16},
+                                                                          "learned": {"epochs": 2}})
+        return [replace(arxiv, partition=(method, k, halo), ingredients=k, seeds=min(arxiv.seeds, args.seeds or 3))
+                for k in map(int, args.partitions.split(",")) for method in args.methods.split(",")
+                for halo in (False, True)[: 2 if args.halos else 1]]
     if args.products:
         out = [Cell("csbm-products", "sage", {**neighbor, "batch_size": 1024}, 1, args.products_trunk,
                     args.products_epochs, args.products_patience,
@@ -87,10 +107,13 @@ def cells(args) -> list[Cell]:
     return out
 
 
-def config_for(cell: Cell, seed: int, trunk: int, args) -> dict:
+def config_for(cell: Cell, seed: int, trunk: int, args, baselines: str = "long") -> dict:
     dataset = f"{cell.dataset}#{seed}" if cell.dataset.startswith("npz:") else cell.dataset
     extra = {k: dict(v) if isinstance(v, dict) else v for k, v in cell.extra.items()}
-    return {"dataset": dataset, "root": args.root, "ingredients": 4, "seed": seed, "baseline": "long",
+    if cell.partition is not None:
+        method, parts, halo = cell.partition
+        extra["partition"] = {"method": method, "parts": parts, "halo": halo}
+    return {"dataset": dataset, "root": args.root, "ingredients": cell.ingredients, "seed": seed, "baseline": baselines,
             "soups": extra.pop("soups", ["uniform", "greedy", "gis", "learned", "ensemble"]),
             "model": {"name": cell.model, **extra.pop("model", {})},
             "train": {"epochs": cell.epochs, "patience": cell.patience, **extra.pop("train", {})},
@@ -98,7 +121,7 @@ def config_for(cell: Cell, seed: int, trunk: int, args) -> dict:
             "engine": {"workers": args.workers, "threads": 1}, **extra}
 
 
-def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
+def run_pipeline(cell: Cell, seed: int, trunk: int, args, baselines: str = "long") -> dict:
     from ladle import api
     from ladle.config import build_config
     from ladle.data import load_graph
@@ -112,7 +135,7 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
         import shutil
 
         shutil.rmtree(out)  # an unfinished pipeline starts again (the finished ones are in the records)
-    config = build_config(config_for(cell, seed, trunk, args))
+    config = build_config(config_for(cell, seed, trunk, args, baselines))
     peaks, clock = {}, {}
     began = time.perf_counter()
     with MemoryMonitor(args.memory) as monitor:
@@ -149,11 +172,18 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
     record = {"cell": cell.label, "dataset": graph.name, "metric": graph.metric, "model": cell.model,
               "sampler": cell.sampler["name"], "trunk": trunk, "seed": seed,
               "best": results["best_ingredient"]["test"], "best_val": results["best_ingredient"]["val"],
-              "long": results["baselines"]["long"]["test"], "long_val": results["baselines"]["long"]["val"],
-              "epochs_ingredients": [r["epochs_trained"] for r in results["ingredients"]],
-              "epochs_long": results["baselines"]["long"]["epochs_trained"], "epoch_cap": cell.epochs,
+              "epochs_ingredients": [r["epochs_trained"] for r in results["ingredients"]], "epoch_cap": cell.epochs,
+              **({"long": long["test"], "long_val": long["val"], "epochs_long": long["epochs_trained"],
+                  "long_seconds": round(long["seconds"], 1)} if (long := results["baselines"].get("long")) else {}),
               **({"long_swa": swa["test"], "long_swa_val": swa["val"], "long_swa_epoch": swa["best_epoch"]}
                  if (swa := results["baselines"].get("long-swa")) else {}),
+              **({"ddp": ddp["test"], "ddp_val": ddp["val"], "ddp_seconds": round(ddp["seconds"], 1),
+                  "ddp_bytes_per_epoch": ddp["communication"]["allreduce_bytes_per_epoch"],
+                  "ddp_ranks": ddp["communication"]["ranks"]} if (ddp := results["baselines"].get("ddp")) else {}),
+              **({"partition": {"method": cell.partition[0], "parts": cell.partition[1], "halo": cell.partition[2]},
+                  "baseline_key": list(cell.baseline_key), "ingredients": cell.ingredients,
+                  "part_nodes": [(c.get("part_graph") or {}).get("nodes") for c in RunDir(out).ingredient_sidecars()]}
+                 if cell.partition is not None else {}),
               "seconds": {"load": round(clock["load"], 1), "partition": round(clock.get("partition", 0.0), 1),
                           "trunk": round(trunk_seconds, 1),
                           "training": round(training_s, 1), "soups": round(souped - trained, 1),
@@ -172,7 +202,22 @@ def run_pipeline(cell: Cell, seed: int, trunk: int, args) -> dict:
     return record
 
 
+def shared_baselines(records: list[dict]) -> list[dict]:
+    """Partition cells with the whole-graph rows (long, its SWA, DDP) of the pipeline of the same K, trunk and seed
+    that trained them (they do not depend on the cut), marked ``baselines_from``."""
+    trained = {(tuple(r["baseline_key"]), r["trunk"], r["seed"]): r for r in records if "baseline_key" in r and "ddp" in r}
+    out = []
+    for r in records:
+        source = trained.get((tuple(r.get("baseline_key", ())), r["trunk"], r["seed"]))
+        if "baseline_key" in r and "long" not in r and source is not None:
+            keys = [k for k in source if k.startswith(("long", "ddp")) or k == "epochs_long"]
+            r = {**r, **{k: source[k] for k in keys}, "baselines_from": source["cell"]}
+        out.append(r)
+    return out
+
+
 def table(records: list[dict]) -> tuple[list[str], dict]:
+    records = shared_baselines(records)
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         groups.setdefault((r["cell"], r["trunk"], r["epoch_cap"]), []).append(r)
@@ -184,7 +229,8 @@ def table(records: list[dict]) -> tuple[list[str], dict]:
     head = ("| cell | trunk | n | " + " | ".join(LABELS[r] for r in ROWS)
             + " | GIS − best | epochs (ingr. / long) | s: trunk / train / soups |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
-    gains, versus_long, versus_swa, wins, by_trunk, real = [], [], [], 0, {}, []
+    gains, versus_long, versus_swa, wins, ties, by_trunk, real = [], [], [], 0, 0, {}, []
+    part_gains, versus_ddp, ddp_bytes = collections.defaultdict(dict), [], []
     for (cell, trunk, cap), rs in sorted(groups.items()):
         metric = rs[0]["metric"]
 
@@ -199,33 +245,49 @@ def table(records: list[dict]) -> tuple[list[str], dict]:
         means = {row: stat(row) for row in ROWS}
         gain = means["gis"][0] - means["best"][0]
         counted = cap == plan_cap[cell, trunk]
-        if counted:
+        if counted and "partition" in rs[0]:  # the partition cells have figures of their own
+            parted = rs[0]["partition"]
+            part_gains[(parted["parts"], parted["halo"], trunk)][parted["method"]] = gain
+            if means["ddp"][0] is not None:
+                versus_ddp.append(means["gis"][0] - means["ddp"][0])
+                ddp_bytes.extend(r["ddp_bytes_per_epoch"] for r in rs if "ddp_bytes_per_epoch" in r)
+        elif counted:
             gains.append(gain)
             versus_long.append(means["gis"][0] - means["long"][0])
             if means["long_swa"][0] is not None:
                 versus_swa.append(means["gis"][0] - means["long_swa"][0])
-            wins += gain >= 0
+            wins += gain > 0  # a win is above the best ingredient; a tie is counted apart
+            ties += gain == 0
             by_trunk.setdefault((cell, cap), {})[trunk] = gain  # the trunk's effect at one cap, not across caps
             if not cell.startswith("csbm"):
                 real.append(gain)
         cells_text = [means[row][1] + (" ↓" if row not in ("best",) and means[row][0] is not None
                                        and means[row][0] < means["best"][0] else "") for row in ROWS]
+        long_epochs = [r["epochs_long"] for r in rs if "epochs_long" in r]
         epochs = (f"{statistics.fmean(e for r in rs for e in r['epochs_ingredients']):.0f} / "
-                  f"{statistics.fmean(r['epochs_long'] for r in rs):.0f} (cap {cap})")
+                  f"{statistics.fmean(long_epochs) if long_epochs else float('nan'):.0f} (cap {cap})")
         seconds = " / ".join(f"{statistics.fmean(r['seconds'][k] for r in rs):.0f}" for k in ("trunk", "training", "soups"))
         label = f"{cell} ({metric})" + ("" if counted else ", earlier")
         lines.append(f"| {label} | {trunk} | {len(rs)} | " + " | ".join(cells_text)
                      + f" | {gain:+.2f} | {epochs} | {seconds} |")
     trunk_gain = [g[max(g)] - g[0] for g in by_trunk.values() if 0 in g and len(g) > 1]
-    figures = {"gis_wins": wins, "cells": len(gains),
+    figures = {"gis_wins": wins, "gis_ties": ties, "cells": len(gains),
                "gis_mean_gain": round(statistics.fmean(gains), 3) if gains else "nan",
                "gis_vs_long": round(statistics.fmean(versus_long), 3) if versus_long else "nan",
                "gis_vs_long_swa": round(statistics.fmean(versus_swa), 3) if versus_swa else "nan",
                "cells_long_swa": len(versus_swa),
                # The same over the real graphs alone: the synthetic ones (csbm-*) are where soups pay.
-               "gis_wins_real": sum(g >= 0 for g in real), "cells_real": len(real),
+               "gis_wins_real": sum(g > 0 for g in real), "cells_real": len(real),
                "gis_mean_gain_real": round(statistics.fmean(real), 3) if real else "nan",
                "trunk_gain": round(statistics.fmean(trunk_gain), 3) if trunk_gain else "nan"}
+    if part_gains:  # Graph Ladling's partition soup: GIS over ingredients that each saw one part
+        every = [g for by_method in part_gains.values() for g in by_method.values()]
+        cut = [m["random"] - m["metis"] for m in part_gains.values() if {"random", "metis"} <= set(m)]
+        figures.update(part_gis_wins=sum(g > 0 for g in every), part_gis_ties=sum(g == 0 for g in every),
+                       part_cells=len(every), part_gis_gain=round(statistics.fmean(every), 3),
+                       gis_vs_ddp=round(statistics.fmean(versus_ddp), 3) if versus_ddp else "nan",
+                       ddp_bytes_per_epoch=round(statistics.fmean(ddp_bytes)) if ddp_bytes else "nan",
+                       random_vs_metis=round(statistics.fmean(cut), 3) if cut else "nan")
     return lines, figures
 
 
@@ -259,6 +321,12 @@ def main(argv=None) -> int:
     parser.add_argument("--keep-trained", action="store_true",
                         help="a stopped pipeline keeps the models it stored and resumes (its training seconds are "
                              "then the span of the stored models' timeline; 'resumed' in its record)")
+    parser.add_argument("--partitions", default="", metavar="K,K",
+                        help="the partition cells instead (csbm-arxiv, GraphSAGE): K ingredients, each on part i of a "
+                             "K-way cut, for each K given; the long model and DDP trained once per K, trunk and seed")
+    parser.add_argument("--methods", default="random,metis", help="the partition cells' cuts")
+    parser.add_argument("--partition-dataset", default="csbm-arxiv", help="the partition cells' graph")
+    parser.add_argument("--halos", action="store_true", help="the partition cells with a 1-hop halo too")
     parser.add_argument("--memory", action="store_true",
                         help="sample the peak resident memory (PSS) of each stage (on by default with --products)")
     args = parser.parse_args(argv)
@@ -281,13 +349,18 @@ def main(argv=None) -> int:
             print(f"stopped after {args.stop_after} minutes: the table holds the pipelines finished so far", flush=True)
             break
         began = time.perf_counter()
-        record = run_pipeline(cell, seed, trunk, args)
+        baselines = "long"
+        if cell.partition is not None:  # the whole-graph baselines do not depend on the cut: trained once
+            have = {(tuple(r["baseline_key"]), r["trunk"], r["seed"]) for r in records if "ddp" in r and "baseline_key" in r}
+            baselines = "none" if (cell.baseline_key, trunk, seed) in have else "long+ddp"
+        record = run_pipeline(cell, seed, trunk, args, baselines)
         record["wall_s"] = round(time.perf_counter() - began, 1)
         with open(records_path, "a") as f:
             f.write(json.dumps(record) + "\n")
         records.append(record)
         print(f"{cell.label} trunk {trunk} seed {seed}: best {100 * record['best']:.2f} long "
-              f"{100 * record['long']:.2f} gis {100 * record['gis']:.2f} ({record['wall_s']:.0f} s)", flush=True)
+              f"{100 * record.get('long', float('nan')):.2f} gis {100 * record['gis']:.2f} ({record['wall_s']:.0f} s)",
+              flush=True)
     lines, figures = table(records)
     print("\n".join(lines))
     figures["minutes"] = round((time.perf_counter() - start) / 60, 1)

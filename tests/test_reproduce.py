@@ -37,7 +37,7 @@ def test_reproduce_writes_every_section_with_its_command_and_plots(tmp_path, pla
                                               "benchmarks/scaling.py", "benchmarks/soup_speed.py",
                                               "benchmarks/soup_speed.py", "benchmarks/payoff.py"]
     assert report.count("Ran ") == 6
-    assert "| Cora gcn full (acc) | 0 | 1 |" in report and "single model, 4x budget" in report
+    assert "| Cora gcn full (acc) | 0 | 1 |" in report and "single model, Kx budget" in report
     # every soup of the small-graph sweep, learned ones marked as fitted on validation
     assert "learned (fitted on val)" in report and "pls (fitted on val)" in report and "| Cora | gcn | 2 |" in report
     for recipe in ("neighbor", "cluster", "saint_rw", "partition", "mixed"):
@@ -183,3 +183,60 @@ def test_payoff_variants_change_every_models_training_and_name_their_rows():
     config = payoff.config_for(arxiv, 0, arxiv.trunk, payoff.argparse.Namespace(root="data", workers=1))
     assert config["train"] == {"epochs": 30, "patience": 5, "average": "swa", "weight_decay": 0.0}
     assert config["model"] == {"name": "sage", "hidden": 128}
+
+
+def test_payoff_partition_cells_train_each_ingredient_on_its_part_beside_every_row(tmp_path, capsys, monkeypatch):
+    """Issue 34, item 3, end to end on a tiny graph: K ingredients, ingredient i on part i of a random and of a
+    METIS cut (its sidecar's node checksum is the part's own), every row present (the whole-graph long model, its
+    SWA and DDP trained once, in the first cut's pipeline, and shown in both), and the last line's keys."""
+    import hashlib
+    import json
+
+    import numpy as np
+
+    from ladle.data import load_graph
+    from ladle.sampling.partition import membership_for
+
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))  # payoff imports scaling.py from there as it runs
+    import payoff
+
+    graph = "csbm:nodes=600,classes=3,features=8,seed=1"
+    records = tmp_path / "records.jsonl"
+    assert payoff.main(["--partitions", "2", "--quick", "--partition-dataset", graph, "--records", str(records),
+                        "--work", str(tmp_path / "work"), "--seeds", "1", "--trunks", "none"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    figures = dict(pair.split("=") for pair in last.split())
+    assert {"part_gis_wins", "part_gis_gain", "gis_vs_ddp", "ddp_bytes_per_epoch", "random_vs_metis"} <= set(figures)
+    assert figures["part_cells"] == "2" and int(figures["ddp_bytes_per_epoch"]) > 0
+    rows = [json.loads(line) for line in records.read_text().splitlines()]
+    assert [r["partition"]["method"] for r in rows] == ["random", "metis"]
+    assert "ddp" in rows[0] and "long" in rows[0] and "long" not in rows[1]  # trained once
+    shared = payoff.shared_baselines(rows)
+    assert shared[1]["ddp"] == rows[0]["ddp"] and shared[1]["baselines_from"] == rows[0]["cell"]
+    lines, _ = payoff.table(rows)
+    assert all(" nan" not in line and "|  |" not in line for line in lines[2:])  # every row of both cells filled
+    whole = load_graph(graph)
+    for row in rows:
+        method = row["partition"]["method"]
+        run = tmp_path / "work" / f"{row['cell'].replace(' ', '-')}-t0-s0"
+        membership = membership_for(whole, method, 2).numpy()
+        sidecars = [json.loads(p.read_text()) for p in sorted((run / "ingredients").glob("ingredient-*.json"))]
+        assert [s["partition"]["part"] for s in sidecars] == [0, 1]
+        for part, sidecar in enumerate(sidecars):
+            nodes = np.flatnonzero(membership == part).astype("<i8")
+            assert sidecar["part_graph"]["nodes"] == nodes.size == row["part_nodes"][part]
+            assert sidecar["part_graph"]["nodes_sha256"] == hashlib.sha256(nodes.tobytes()).hexdigest()
+        assert sum(row["part_nodes"]) == whole.num_nodes  # disjoint parts that cover the graph
+
+
+def test_payoff_counts_a_tie_apart_from_a_win():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import payoff
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    records = [{"cell": f"c{i}", "metric": "acc", "trunk": 0, "seed": 0, "epoch_cap": 5, "best": 0.7, "long": 0.7,
+                "gis": gis, "epochs_ingredients": [5], "epochs_long": 20,
+                "seconds": {"trunk": 0.0, "training": 1.0, "soups": 1.0}} for i, gis in enumerate((0.7, 0.71, 0.69))]
+    _, figures = payoff.table(records)
+    assert (figures["gis_wins"], figures["gis_ties"], figures["cells"]) == (1, 1, 3)
