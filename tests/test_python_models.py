@@ -120,3 +120,78 @@ def test_a_config_names_a_model_by_import_path_only_with_allow_import(tmp_path):
     with pytest.raises(LadleError, match="cannot import the model"):
         with allow_import("no_such_module"):
             build_config({"model": {"name": "python:no_such_module:Model"}})
+
+
+class XOnly(torch.nn.Module):  # forward(x): no edges
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.lin = torch.nn.Linear(in_channels, out_channels)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class TwoOutputs(XOnly):  # built for 2 classes whatever it is asked
+    def __init__(self, in_channels, out_channels):
+        super().__init__(in_channels, 2)
+
+    def forward(self, x, edge_index):
+        return self.lin(x)
+
+
+class Frozen(XOnly):
+    def __init__(self, in_channels, out_channels):
+        super().__init__(in_channels, out_channels)
+        self.lin.requires_grad_(False)
+
+    def forward(self, x, edge_index):
+        return self.lin(x)
+
+
+SERIAL = {**CONFIG, "ingredients": 2, "soups": ["uniform"], "engine": {"name": "serial"}}
+
+
+def test_a_model_instance_is_every_ingredients_initialisation(tmp_path):
+    """``model=GraphSAGE(...)``, the mistake PyG users make first, trains: each ingredient starts from a copy of the
+    instance's weights (after one step at a learning rate of 1e-9 they are still the instance's)."""
+    instance = GraphSAGE(8, 16, 2, out_channels=3)
+    out = tmp_path / "instance"
+    results = ladle.run({**SERIAL, "train": {"epochs": 1, "lr": 1e-9}}, out, model=instance, progress=False)
+    assert results["model"].startswith("python:__instance__:GraphSAGE@")
+    mine = {f"module.{k}": v for k, v in instance.state_dict().items()}
+    for name in ("ingredient-00", "ingredient-01"):
+        stored = ladle.RunDir(out).load_ingredient(name)[0]
+        assert stored.keys() == mine.keys()
+        assert all(torch.allclose(stored[k], mine[k], atol=1e-6, rtol=0) for k in mine)
+    for stored in (out / "ingredients").glob("ingredient-01.*"):  # a run stopped before its last ingredient
+        stored.unlink()
+    other = GraphSAGE(8, 16, 2, out_channels=3)  # other weights: another initialisation, refused
+    with pytest.raises(LadleError, match="is not the one the run was trained with"):
+        ladle.resume(out, model=other, progress=False)
+    ladle.resume(out, model=instance, progress=False)  # the same instance again: it finishes the run
+    assert ladle.RunDir(out).ingredient_names() == ["ingredient-00", "ingredient-01"]
+    with pytest.raises(LadleError, match="init = independent"):
+        ladle.run({**SERIAL, "init": "independent"}, tmp_path / "independent", model=instance, progress=False)
+    with pytest.raises(LadleError, match=r"process engine's workers \(an instance\)"):
+        ladle.run({**SERIAL, "engine": {"name": "process", "workers": 2}}, tmp_path / "process", model=instance,
+                  progress=False)
+
+
+@pytest.mark.parametrize("model, needle, fix", [
+    (lambda: GraphSAGE(8, 16, 2, out_channels=3), r"takes 0 positional arguments", "lambda i, o: GraphSAGE"),
+    (XOnly, r"forward\(x\) failed on a 64-node slice", "forward(x [N, F], edge_index [2, E])"),
+    (TwoOutputs, r"forward gave \[64, 2\] for 64 nodes; .* has 3 classes", "out_channels"),
+    (Frozen, "does not train: no trainable weight reaches its output", "requires_grad"),
+])
+def test_a_model_that_cannot_train_on_the_graph_is_named_before_the_run_exists(tmp_path, model, needle, fix):
+    with pytest.raises(LadleError, match=needle) as err:
+        ladle.run(SERIAL, tmp_path / "run", model=model, progress=False)
+    assert fix in err.value.fix and not (tmp_path / "run").exists()
+
+
+def test_a_config_value_of_the_wrong_shape_is_answered_as_such():
+    assert build_config({"dataset": SMALL, "model": "sage", "sampler": "neighbor"}).model.name == "sage"
+    with pytest.raises(LadleError, match=r"config: train is a table of settings, got 5"):
+        build_config({"dataset": SMALL, "train": 5})
+    with pytest.raises(LadleError, match=r"model is a table of settings, got \['gcn'\]"):
+        build_config({"dataset": SMALL, "model": ["gcn"]})

@@ -82,7 +82,7 @@ def _with_model(config: RunConfig, model, resume: bool) -> RunConfig:
     if model is None:
         return config
     from ladle.models.options import model_config
-    from ladle.models.python_model import importable, register
+    from ladle.models.python_model import importable, is_instance, register
 
     name = register(model)
     if resume or config.model.name.startswith("python:"):
@@ -90,10 +90,15 @@ def _with_model(config: RunConfig, model, resume: bool) -> RunConfig:
             raise LadleError(f"the model given ({name}) is not the one the run was trained with ({config.model.name})",
                              fix="pass the same model (the same class or function) as when the run was made")
         return config
+    if is_instance(name) and config.init != "shared":
+        raise LadleError("a model instance gives one initialisation, and init = independent asks for one per "
+                         "ingredient", fix="pass the model's class or a factory (in_channels, out_channels) instead")
     if not importable(name) and config.engine.resolved != "serial":
+        what = "an instance" if is_instance(name) else "a lambda, a local class or one defined in __main__"
         raise LadleError(f"the model {name[len('python:'):]!r} cannot be imported by the {config.engine.resolved} "
-                         "engine's workers (a lambda, a local class or one defined in __main__)",
-                         fix="define it at module level in an importable module, or use engine serial")
+                         f"engine's workers ({what})",
+                         fix="define it at module level in an importable module and pass the class, or use engine "
+                             "serial")
     return replace(config, model=model_config({"name": name}))
 
 
@@ -134,6 +139,10 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
         graph = with_metric(graph if graph is not None else load_graph(config.dataset, config.root), config.metric)
     if isinstance(graph, Graph):
         _check_fits_graph(config, graph)
+        if config.model.name.startswith("python:"):
+            from ladle.models.python_model import probe
+
+            probe(config.model, graph)  # a model that cannot train on this graph is refused before the run exists
         meta = dataset_meta(graph)
     _check_worker_memory(config, graph)
     created = not resume

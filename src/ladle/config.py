@@ -191,6 +191,7 @@ class RunConfig(Options):
 
 
 TABLES = ("model", "train", "sampler", "partition", "engine", "trunk", "eval", "soups", "learned")
+NAMED = ("model", "sampler", "engine")  # the tables a plain string may stand for: their member's name
 
 
 def build_config(file_values: dict | None = None, overrides: dict | None = None, *, source: str = "config") -> RunConfig:
@@ -232,6 +233,11 @@ def _flatten(values: dict, source: str, prefix: str = "") -> dict[str, Any]:
             if not prefix and key not in TABLES:
                 raise LadleError(f"{source}: unknown table [{key}]", fix=suggest(key, TABLES))
             flat.update(_flatten(value, source, f"{dotted}."))
+        elif not prefix and key in TABLES and key != "soups":  # soups = [...] is the older spelling of its methods
+            if key not in NAMED or not isinstance(value, str):
+                raise LadleError(f"{source}: {key} is a table of settings, got {value!r}",
+                                 fix=f"give it as a table: [{key}] with its keys in TOML, {key}={{...}} in Python")
+            flat[f"{key}.name"] = value  # "model": "gcn" names the model, as [model] name = "gcn" does
         else:
             flat[LEGACY.get(dotted, dotted)] = value
     return flat

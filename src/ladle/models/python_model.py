@@ -7,6 +7,11 @@ first; the samplers' edge weights are passed when ``forward`` takes a third argu
 through the seeds, is checkpointed, souped and ensembled like the built-in models; scoring takes the reference
 path (whole-graph forwards), since the fast GIS evaluator and chunked inference know only the built-in layers.
 
+A module *instance* (``model=GraphSAGE(...)``) is taken as the shared initialisation: every ingredient starts from
+a copy of its weights (``init = "shared"`` only), on the serial engine, under the name ``python:__instance__:CLASS@SHA``
+(the checksum of those weights: a later command must pass the same instance). Before anything trains,
+:func:`probe` runs the model once on a slice of the graph and names what does not fit.
+
 Registered at run time as ``python:MODULE:NAME``: an importable factory also trains in process and Ray workers
 (they import it); a lambda, a local class or one defined in ``__main__`` trains on the serial engine only. A
 stored run names the import path; a later command builds it only from what the user gives or names:
@@ -49,7 +54,8 @@ class PythonModel(torch.nn.Module):
         except Exception as err:  # a user's code: its failure is named, not a traceback
             raise LadleError(f"the model factory {getattr(factory, '__qualname__', factory)!r}({in_channels}, "
                              f"{out_channels}) failed: {type(err).__name__}: {err}",
-                             fix="pass a class or function (in_channels, out_channels) -> torch.nn.Module") from None
+                             fix="pass a class or function taking (in_channels, out_channels), e.g. lambda i, o: "
+                                 "GraphSAGE(i, 64, 2, out_channels=o), or a model instance itself") from None
         if not isinstance(self.module, torch.nn.Module):
             raise LadleError(f"the model factory returned a {type(self.module).__name__}, not a torch.nn.Module",
                              fix="pass a class or function (in_channels, out_channels) -> torch.nn.Module")
@@ -81,6 +87,8 @@ def register(factory) -> str:
     if isinstance(factory, str):
         path = factory[len(PREFIX):] if factory.startswith(PREFIX) else factory
         target = _imported(path)
+    elif isinstance(factory, torch.nn.Module):  # an instance: its weights are every ingredient's initialisation
+        path, target = _instance_name(factory), _copies(factory)
     else:
         if not callable(factory):
             raise LadleError(f"model={factory!r} is not callable", fix="pass a class or function (in_channels, "
@@ -97,7 +105,76 @@ def register(factory) -> str:
 
 
 def importable(name: str) -> bool:
-    return name.startswith(PREFIX) and not name[len(PREFIX):].startswith("__local__:")
+    return name.startswith(PREFIX) and not name[len(PREFIX):].startswith(("__local__:", "__instance__:"))
+
+
+def is_instance(name: str) -> bool:
+    return name.startswith(f"{PREFIX}__instance__:")
+
+
+def _instance_name(module: torch.nn.Module) -> str:
+    """``__instance__:CLASS@SHA``: the class, and a checksum of the instance's weights, so that a run resumed or
+    souped with another instance (other initial weights) is refused."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for key, value in module.state_dict().items():
+        digest.update(key.encode())
+        digest.update(value.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes())
+    return f"__instance__:{type(module).__qualname__.replace('<', '').replace('>', '')}@{digest.hexdigest()[:16]}"
+
+
+def _copies(module: torch.nn.Module):
+    """A factory giving a fresh copy of ``module`` whatever the sizes asked: the probe checks they fit the graph."""
+    import copy
+
+    original = copy.deepcopy(module).cpu()
+
+    def factory(in_channels, out_channels):
+        return copy.deepcopy(original)
+
+    factory.__qualname__ = type(module).__qualname__
+    return factory
+
+
+def probe(config, graph, nodes: int = 64) -> None:
+    """One forward of a user's model on the first ``nodes`` nodes of the graph (their induced subgraph), before any
+    run directory exists: a forward that fails, logits of the wrong shape or dtype, or a module whose output no
+    trainable weight reaches is named here, with its fix, not as a traceback from inside training."""
+    from torch_geometric.utils import subgraph
+
+    from ladle.models import build_model
+
+    name = config.name[len(PREFIX):]
+    with torch.random.fork_rng(devices=[]):  # the run's random streams are untouched
+        model = build_model(config, graph.num_features, graph.num_classes, init_seed=0)
+        n = min(nodes, graph.num_nodes)
+        edge_index, _ = subgraph(torch.arange(n), graph.data.edge_index, relabel_nodes=True,
+                                 num_nodes=graph.num_nodes)
+        model.train()
+        try:
+            out = model(graph.data.x[:n], edge_index)
+        except Exception as err:
+            try:
+                signature = f"forward{inspect.signature(model.module.forward)}"
+            except (TypeError, ValueError):
+                signature = "forward"
+            raise LadleError(f"the model {name}: {signature} failed on a {n}-node slice of {graph.name}: "
+                             f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}",
+                             fix="ladle calls forward(x [N, F], edge_index [2, E]) (and edge_weight [E] when forward "
+                                 "takes a third argument) and expects logits [N, C]") from None
+    if not torch.is_tensor(out):
+        raise LadleError(f"the model {name}: forward returned a {type(out).__name__}, not a tensor of logits",
+                         fix="return the logits [N, C] alone from forward")
+    if tuple(out.shape) != (n, graph.num_classes):
+        raise LadleError(f"the model {name}: forward gave {list(out.shape)} for {n} nodes; {graph.name} has "
+                         f"{graph.num_classes} classes, so the logits must be [{n}, {graph.num_classes}]",
+                         fix="give its last layer out_channels outputs (the factory's second argument)")
+    if not out.is_floating_point():
+        raise LadleError(f"the model {name}: forward gave {out.dtype} logits", fix="return floating-point logits")
+    if not any(p.requires_grad for p in model.parameters()) or not out.requires_grad:
+        raise LadleError(f"the model {name} does not train: no trainable weight reaches its output",
+                         fix="leave requires_grad on the weights it should learn (and do not detach the output)")
 
 
 _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -146,8 +223,9 @@ def resolve_unregistered(name: str) -> None:
     if not name.startswith(PREFIX):
         return
     if not importable(name):
-        raise LadleError(f"the model {name!r} was given from Python as a lambda, a local class or one in __main__",
-                         fix="pass the same model again (model=...), or define it in an importable module")
+        raise LadleError(f"the model {name!r} was given from Python as an instance, a lambda, a local class or one "
+                         "in __main__", fix="pass the same model again (model=...), or define it in an importable "
+                                            "module")
     module, _ = split_path(name[len(PREFIX):])
     if not _within(module, trusted_modules()):
         given = trusted_modules()
