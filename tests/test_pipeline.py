@@ -215,3 +215,38 @@ def test_training_keeps_the_best_validation_weights():
     model = build_model(spec.model, graph.num_features, graph.num_classes)
     model.load_state_dict(record.state)
     assert split_scores(model, graph)["val"] == record.val
+
+
+def test_the_table_says_what_is_noise_and_where_equal_compute_is(small_run, capsys):
+    """Issue 36, item 4: a gain within the ingredients' test spread is marked, the closing lines say what the
+    seconds are and point to the equal-compute baseline, ingredients show their training seconds."""
+    results = json.loads((small_run / "results.json").read_text())
+    assert main(["report", str(small_run)]) == 0
+    out = capsys.readouterr().out
+    std = results["ingredient_mean"]["test_std"]
+    rows = {line.split("│")[1].strip(): line for line in out.splitlines() if line.startswith("│")}
+    for name, soup in results["soups"].items():
+        row = next(line for label, line in rows.items() if label.startswith(name))
+        assert ("≈" in row) == (abs(soup["gain_test"]) <= std), name
+    for ingredient in results["ingredients"]:
+        assert f"{ingredient['seconds']:.2f}" in rows[ingredient["name"]]
+    assert "seconds: training for ingredients and baselines, souping for soups." in out
+    assert "Equal compute: add --baseline long (one model, 3x budget, its SWA) or ddp." in out
+    report = (small_run / "report.md").read_text()
+    assert "--baseline long" in report and ("≈" in report) == any("≈" in line for line in rows.values())
+
+
+def test_the_progress_bars_show_the_seconds_results_json_records():
+    from rich.console import Console
+
+    from ladle.callbacks import ProgressBar
+
+    console = Console(record=True, width=120, force_terminal=False)
+    bar = ProgressBar(console)
+    bar.on_epoch("ingredient-00", 1, {"epochs": 1, "best_val": 0.5, "worker": "serial-0"})
+    bar.on_ingredient_end("ingredient-00", {"val": 0.5, "test": 0.5, "seconds": 12.345, "worker": "", "host": ""})
+    bar.on_soup_end("uniform", {"val": 0.6, "test": 0.6, "seconds": 0.25, "is_soup": True})
+    bar.progress.refresh()
+    bar.close()
+    text = console.export_text()
+    assert "12.35s" in text and "0.25s" in text

@@ -98,8 +98,17 @@ class ProgressBar(Callback):
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+        class Seconds(TimeElapsedColumn):
+            """A finished model's or soup's own recorded seconds (those of results.json); the clock until then."""
+
+            def render(self, task):
+                from rich.text import Text
+
+                seconds = task.fields.get("seconds")
+                return super().render(task) if seconds is None else Text(f"{seconds:.2f}s", style="progress.elapsed")
+
         columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[info]}"), TimeElapsedColumn()]
+                   TextColumn("{task.fields[info]}"), Seconds()]
         self.progress = Progress(*columns, console=console or Console(stderr=True), transient=False)
         self.tasks: dict[str, int] = {}
         self.started = False
@@ -117,9 +126,14 @@ class ProgressBar(Callback):
         self.progress.update(self.tasks[ingredient], completed=epoch, total=total,
                              info=f"best val {metrics['best_val']:.4f}  {metrics['worker']}")
 
+    def on_ingredient_end(self, ingredient, summary):
+        if ingredient in self.tasks:
+            self.progress.update(self.tasks[ingredient], seconds=summary["seconds"])
+
     def on_soup_end(self, method, summary):
         self._start()
-        self.progress.add_task(f"soup {method}", total=1, completed=1, info=f"val {summary['val']:.4f}")
+        self.progress.add_task(f"soup {method}", total=1, completed=1, info=f"val {summary['val']:.4f}",
+                               seconds=summary["seconds"])
 
     def close(self):
         if self.started:

@@ -592,7 +592,7 @@ def _finish(args, results: dict) -> None:
     if args.quiet:
         console.print(str(args.out), markup=False, highlight=False)
         return
-    from ladle.report import table_rows
+    from ladle.report import closing_notes, gain_text, table_rows
 
     metric = results["dataset"].get("metric", "score")
     title = f"{results['dataset']['name']} · {results['model']} · {len(results['ingredients'])} ingredients"
@@ -600,13 +600,15 @@ def _finish(args, results: dict) -> None:
     for column in ("model", f"val {metric}", f"test {metric}", "test gain", "seconds"):
         table.add_column(column, justify="left" if column == "model" else "right")
     for row in table_rows(results):
-        gain = "" if row["gain"] is None else f"{100 * row['gain']:+.2f}"
+        gain = gain_text(row)
         val = f"{100 * row['val']:.2f}" + (f" ± {100 * row['val_std']:.2f}" if "val_std" in row else "")
         test = f"{100 * row['test']:.2f}" + (f" ± {100 * row['test_std']:.2f}" if "test_std" in row else "")
         secs = "" if row.get("seconds") is None else f"{row['seconds']:.2f}"
         style = "bold" if row["kind"] in ("soup", "reference") else None
         table.add_row(escape(row["label"]), val, test, gain, secs, style=style)
     console.print(table)
+    for note in closing_notes(results):
+        console.print(note, markup=False, highlight=False)
     console.print(f"run directory: {args.out}  (results.json, report.md, plots/, soups/)", markup=False)
 
 

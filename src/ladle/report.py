@@ -103,7 +103,8 @@ def _stored(run_dir: RunDir, spec, soups: dict) -> dict | None:
 def table_rows(results: dict) -> list[dict]:
     """One row per line of the report table: label, val, test, gain over the best ingredient."""
     rows = [{"label": r["name"] + _recipe_note(r) + ("*" if r.get("scores") == "recorded" else ""),
-             "kind": "ingredient", "val": r["val"], "test": r["test"], "gain": None} for r in results["ingredients"]]
+             "kind": "ingredient", "val": r["val"], "test": r["test"], "gain": None, "seconds": r.get("seconds")}
+            for r in results["ingredients"]]
     if results.get("best_ingredient"):
         b, m = results["best_ingredient"], results["ingredient_mean"]
         rows.append({"label": f"best ingredient ({b['name']}, by val)", "kind": "summary", "val": b["val"],
@@ -126,7 +127,31 @@ def table_rows(results: dict) -> list[dict]:
         label = name + (f" ({'; '.join(notes)})" if notes else "")
         rows.append({"label": label, "kind": "soup" if s["is_soup"] else "reference", "val": s["val"],
                      "test": s["test"], "gain": s["gain_test"], "seconds": s["seconds"]})
+    spread = noise(results)
+    for row in rows:
+        row["noise"] = spread is not None and row["gain"] is not None and abs(row["gain"]) <= spread
     return rows
+
+
+def noise(results: dict) -> float | None:
+    """The ingredients' test standard deviation: a gain within it is not told apart from which ingredient won."""
+    mean = results.get("ingredient_mean")
+    return mean["test_std"] if mean and len(results["ingredients"]) > 1 else None
+
+
+def gain_text(row: dict) -> str:
+    return "" if row["gain"] is None else f"{100 * row['gain']:+.2f}" + (" ≈" if row.get("noise") else "")
+
+
+def closing_notes(results: dict) -> list[str]:
+    """What the table's marks and columns mean, and where the fair comparison is, for the report and the CLI."""
+    notes = ["seconds: training for ingredients and baselines, souping for soups."]
+    if (spread := noise(results)) is not None and any(r.get("noise") for r in table_rows(results)):
+        notes.append(f"≈: within the ingredients' test spread (std {100 * spread:.2f}): not a difference.")
+    if not results.get("baselines") and len(results["ingredients"]) > 1:
+        k = len(results["ingredients"])
+        notes.append(f"Equal compute: add --baseline long (one model, {k}x budget, its SWA) or ddp.")
+    return notes
 
 
 def markdown_table(results: dict) -> str:
@@ -136,10 +161,10 @@ def markdown_table(results: dict) -> str:
              "|---|---|---|---|---|"]
     for row in table_rows(results):
         val, test = _pct(row["val"], row.get("val_std")), _pct(row["test"], row.get("test_std"))
-        gain = "" if row["gain"] is None else f"{100 * row['gain']:+.2f}"
         secs = "" if row.get("seconds") is None else f"{row['seconds']:.2f}"
-        lines.append(f"| {row['label']} | {val} | {test} | {gain} | {secs} |")
+        lines.append(f"| {row['label']} | {val} | {test} | {gain_text(row)} | {secs} |")
     lines += ["", "Selection (best ingredient, greedy and GIS decisions) used the validation split only."]
+    lines += [line for note in closing_notes(results) for line in ("", note)]
     if any(r.get("scores") == "recorded" for r in results["ingredients"]):
         lines += ["", "\\* scores as recorded in the ingredient's sidecar, not computed again from its weights "
                       "(`ladle soup` computes them; `ladle verify --root ...` checks them)."]
