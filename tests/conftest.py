@@ -60,3 +60,31 @@ def in_fresh_process(test_file: str, case: str, flag: str, retries: int = 0) -> 
             break
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
     assert done.returncode == 0 and last.startswith("1 passed"), done.stdout[-6000:] + done.stderr[-2000:]
+
+
+def wait_until(ready, proc, what: str, timeout: float = 120.0) -> None:
+    """Poll ``ready()`` until it holds; fail if ``proc`` (a Popen) ends first or ``timeout`` passes. An event to
+    wait for, never a guess at how long something takes."""
+    import time
+
+    deadline = time.time() + timeout
+    while not ready():
+        assert proc.poll() is None, f"the process ended before {what}: {proc.stderr.read().decode()[-2000:]}"
+        assert time.time() < deadline, f"no {what} within {timeout:.0f} s"
+        time.sleep(0.02)
+
+
+def workers_training(pid: int, count: int, cpu_seconds: float = 0.3):
+    """``ready()`` for :func:`wait_until`: ``count`` process-engine workers (the forkserver's children under
+    ``pid``) each have used ``cpu_seconds`` of CPU: up, and training."""
+    import psutil
+
+    def ready() -> bool:
+        try:
+            servers = [p for p in psutil.Process(pid).children() if "forkserver" in " ".join(p.cmdline())]
+            workers = [w for server in servers for w in server.children()]
+            return len(workers) >= count and all(sum(w.cpu_times()[:2]) >= cpu_seconds for w in workers[:count])
+        except psutil.Error:  # a process that just ended: not ready yet
+            return False
+
+    return ready

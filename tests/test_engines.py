@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import wait_until, workers_training
 from ladle import api
 from ladle.cli import main
 from ladle.config import build_config
@@ -102,11 +103,7 @@ def test_ctrl_c_stops_cleanly_and_says_how_to_resume(tmp_path):
     cmd = [sys.executable, "-m", "ladle.cli", "run", "--dataset", "csbm:nodes=500,classes=3,features=8",
            "--ingredients", "3", "--epochs", "3000", "--hidden", "8", "--workers", "2", "--out", str(out), "--quiet"]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-    deadline = time.time() + 120
-    while not (out / "config.toml").exists():
-        assert proc.poll() is None and time.time() < deadline
-        time.sleep(0.05)
-    time.sleep(3)  # workers are up and training
+    wait_until(workers_training(proc.pid, 2), proc, "two workers training")
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C does: the whole process group
     err = proc.communicate(timeout=60)[1].decode()
     assert proc.returncode == 130, err

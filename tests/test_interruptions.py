@@ -2,15 +2,14 @@
 results of an uninterrupted run, bit for bit."""
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from conftest import wait_until, workers_training
 from ladle import api
 from ladle.cli import main
 from ladle.config import build_config
@@ -36,29 +35,25 @@ def clean(tmp_path_factory):
     return outcome(out)
 
 
-def test_sigterm_and_sigint_at_random_points_then_resume(clean, tmp_path):
-    draw, interrupted = random.Random(11), 0
-    for k, (sig, workers) in enumerate([(signal.SIGTERM, 1), (signal.SIGINT, 2), (signal.SIGTERM, 2),
-                                         (signal.SIGINT, 1)]):
+def test_sigterm_and_sigint_at_each_stage_then_resume(clean, tmp_path):
+    """Each signal lands at a stage of the run, waited for as an event: before anything trained, while two workers
+    train, after the first model is stored, after two (the third still training)."""
+    stored = lambda out, n: lambda: len(list((out / "ingredients").glob("ingredient-*.json"))) >= n  # noqa: E731
+    stages = [(signal.SIGTERM, 1, lambda out, proc: lambda: (out / "config.toml").exists()),
+              (signal.SIGINT, 2, lambda out, proc: workers_training(proc.pid, 2)),
+              (signal.SIGTERM, 2, lambda out, proc: stored(out, 1)),
+              (signal.SIGINT, 1, lambda out, proc: stored(out, 2))]
+    for k, (sig, workers, stage) in enumerate(stages):
         out = tmp_path / f"killed-{k}"
         cmd = [sys.executable, "-m", "ladle.cli", "run", *FLAGS, "--workers", str(workers), "--out", str(out)]
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-        deadline = time.time() + 120
-        while not (out / "config.toml").exists() and proc.poll() is None:
-            assert time.time() < deadline
-            time.sleep(0.02)
-        time.sleep(draw.uniform(0.0, 1.5))
-        if proc.poll() is None:
-            os.killpg(proc.pid, sig)  # the whole group, as a terminal or a job scheduler does
+        wait_until(stage(out, proc), proc, f"stage {k}")
+        os.killpg(proc.pid, sig)  # the whole group, as a terminal or a job scheduler does
         err = proc.communicate(timeout=120)[1].decode()
-        assert proc.returncode in (0, 130, 143), err
-        assert "Traceback" not in err
-        if proc.returncode:
-            interrupted += 1
-            assert f"ladle run --resume {out}" in err
-            assert main(["run", "--resume", str(out), "--quiet"]) == 0
+        assert proc.returncode in (130, 143), err  # stopped mid-run
+        assert "Traceback" not in err and f"ladle run --resume {out}" in err
+        assert main(["run", "--resume", str(out), "--quiet"]) == 0
         assert outcome(out) == clean, f"kill {k} ({sig.name}, {workers} workers)"
-    assert interrupted >= 3  # the signals landed mid-run, not after it had finished
 
 
 def test_a_full_disk_mid_run_keeps_what_was_written_and_resumes(clean, tmp_path, monkeypatch):

@@ -85,8 +85,13 @@ def test_shared_initialisation_by_default(tmp_path):
 
     config = small_config(init="shared")
     specs = config.ingredient_specs()
+    assert len({s.init_seed for s in specs}) == 1 and len({s.data_seed for s in specs}) == len(specs)
     first = [build_model(config.model, 8, 3, init_seed=s.init_seed).state_dict() for s in specs]
     assert all(torch.equal(first[0][k], other[k]) for other in first[1:] for k in first[0])
+    independent = small_config(init="independent").ingredient_specs()
+    assert len({s.init_seed for s in independent}) == len(independent)
+    other = build_model(config.model, 8, 3, init_seed=independent[1].init_seed).state_dict()
+    assert not torch.equal(other["convs.0.lin.weight"], first[0]["convs.0.lin.weight"])
 
 
 def test_load_model_and_predict(small_run, tmp_path):

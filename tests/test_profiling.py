@@ -60,7 +60,9 @@ def test_without_the_kernels_peak_a_thread_samples_it(monkeypatch):
     assert watch is None
     with measure(interval=0.001) as usage:
         held = torch.ones(192 * MB // 4)
-        time.sleep(0.5)  # long enough for the sampling thread to see it, even on a busy machine
+        seen = usage.samples
+        while usage.samples < seen + 2:  # the sampling thread has read the resident size while it is held
+            time.sleep(0.001)
         del held
     assert 176 <= usage.peak_mb < 192 + 64
 

@@ -1,3 +1,4 @@
+import hashlib
 import json
 import pickle
 
@@ -22,7 +23,8 @@ def test_round_trip_and_load_model(tmp_path):
     model = build_model(ModelConfig(hidden=8), 4, 3, init_seed=0)
     path = tmp_path / "m.safetensors"
     sidecar = save_weights(path, model.state_dict(), model_sidecar())
-    assert json.loads(path.with_suffix(".json").read_text())["sha256"] == sidecar["sha256"]
+    assert json.loads(path.with_suffix(".json").read_text())["sha256"] == sidecar["sha256"] == \
+        hashlib.sha256(path.read_bytes()).hexdigest()  # the checksum of the file's bytes, as anyone computes it
     state, _ = read_weights(path)
     assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
     loaded = load_model(path)

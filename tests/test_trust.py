@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from ladle.cli import main
+from ladle.config import load_config
 
 SMALL = "csbm:nodes=300,classes=3,features=8"
 FLAGS = ["--dataset", SMALL, "--ingredients", "3", "--epochs", "5", "--hidden", "8", "--quiet"]
@@ -475,8 +476,10 @@ def test_hash_of_recorded_identity_is_in_every_sidecar(run):
     manifest = json.loads((run / "run.json").read_text())
     for path in (run / "ingredients").glob("*.json"):
         assert json.loads(path.read_text())["run_identity_sha256"] == manifest["identity_sha256"]
-    digest = hashlib.sha256((run / "config.toml").read_bytes()).hexdigest()
-    assert digest != manifest["identity_sha256"]  # the hash is of the settings, not of the file's bytes
+    # The hash is of the recorded settings, sorted JSON (anyone can recompute it), and they are config.toml's.
+    recorded = json.dumps(manifest["identity"], sort_keys=True).encode()
+    assert hashlib.sha256(recorded).hexdigest() == manifest["identity_sha256"]
+    assert manifest["identity"] == load_config(run / "config.toml").identity()
 
 
 def test_a_planted_graph_npz_never_decides_what_is_verified(cora_run, planetoid_root, tmp_path, capsys):

@@ -28,6 +28,7 @@ def gib(nbytes: float) -> str:
 class Usage:
     seconds: float = 0.0
     peak_mb: float = 0.0  # peak resident memory above the level at entry (CPU) or peak allocated (CUDA)
+    samples: int = 0  # where the kernel keeps no peak: the resident sizes read so far by the sampling thread
 
 
 # The kernel keeps one peak-RSS counter per process (VmHWM), reset by writing 5 to clear_refs. Blocks that watch it
@@ -91,6 +92,7 @@ def measure(device: str | torch.device = "cpu", interval: float = 0.005):
     def sample():
         while not stop.wait(interval):
             peak[0] = max(peak[0], process.memory_info().rss)
+            usage.samples += 1
 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
