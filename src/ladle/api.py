@@ -175,13 +175,12 @@ def _train_in(config, graph, run_dir, meta, runner, on_epoch, created, existed, 
         ddp = config.long_spec("ddp")
         if ddp is not None and not run_dir.has(ddp):  # after the ingredients: its K ranks take every core
             log.info("training the data-parallel baseline on %d ranks", ddp.ranks)
+            from ladle.ddp import train_ddp, train_ddp_on_ray
+
             if engine.resolved == "ray":
-                from ladle.engines.ray_cluster import run_ddp
-
-                finished.append(run_ddp(ddp, graph, store, device=config.device, engine=engine, on_epoch=on_epoch))
+                finished.append(train_ddp_on_ray(ddp, graph, store, device=config.device, engine=engine,
+                                                 on_epoch=on_epoch))
             else:
-                from ladle.ddp import train_ddp
-
                 finished.append(train_ddp(ddp, graph, store, device=config.device, threads=engine.threads,
                                           on_epoch=on_epoch))
             on_done(finished[-1])

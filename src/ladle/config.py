@@ -28,7 +28,7 @@ from ladle.sampling.options import (
     sampler_from_table,
 )
 from ladle.seeding import derive_seed
-from ladle.soups.options import soups_from_tables
+from ladle.soups.options import DEFAULT_SOUPS, soups_from_tables
 from ladle.tomlio import dump_toml, load_toml  # noqa: F401  (dump_toml: re-exported for config users)
 from ladle.train_options import EvalConfig, TrainConfig, TrunkConfig, omitted_at_before
 
@@ -83,7 +83,7 @@ class RunConfig(Options):
     baseline: str = option("none", "equal-compute rows: long, one model with K times an ingredient's epochs and "
                                    "patience (and its SWA); ddp, that budget on K ranks that all-reduce gradients "
                                    "every step", choices=("none", "long", "ddp", "long+ddp"))
-    soups: tuple[str, ...] = option(("uniform", "greedy", "gis", "ensemble"), "soup methods, in order", flag="")
+    soups: tuple[str, ...] = option(DEFAULT_SOUPS, "soup methods, in order", flag="")
     soup_options: tuple = option((), "each soup's options, (name, options) pairs", flag="")
     model: ModelConfig = option(ModelConfig(), "", flag="")
     train: TrainConfig = option(TrainConfig(), "", flag="")

@@ -18,7 +18,7 @@ rank contributes per step, and their total.
 
 On the process (and serial) engine the ranks are local processes that meet through torch's FileStore; on the ray
 engine Ray Train starts them, on any nodes, and sets up their process group
-(:func:`ladle.engines.ray_cluster.run_ddp`). Only seed-node samplers shard this way (neighbour, FastGCN, LADIES); a
+(:func:`train_ddp_on_ray`). Only seed-node samplers shard this way (neighbour, FastGCN, LADIES); a
 subgraph sampler's batch cannot be split into K shares of one step, and is refused before training.
 """
 from __future__ import annotations
@@ -197,3 +197,116 @@ def _collect(ranks: dict, on_epoch):
     if record is None:
         raise LadleError("ddp: rank 0 ended without its model", fix="check the log above, then ladle run --resume")
     return record
+
+
+def train_ddp_on_ray(spec, graph, store, *, device: str = "cpu", engine=None, on_epoch=None):
+    """The data-parallel baseline (:mod:`ladle.ddp`) on Ray: Ray Train's ``TorchTrainer`` starts ``spec.ranks``
+    workers and their process group (its own rendezvous; gloo, or nccl where each rank has a GPU), each runs
+    :func:`_ray_rank`; the graph goes through the object store once, as for the ingredients, and rank 0 sends its
+    model back (a few MB) for the driver to store. Returns its :class:`Finished` summary."""
+    import threading
+
+    from ladle.engines.ray_cluster import HEAD, Carried, _connect, _events, graph_payload
+
+    try:
+        import ray
+        from ray.train import RunConfig as TrainRun
+        from ray.train import ScalingConfig
+        from ray.train.torch import TorchConfig, TorchTrainer
+        from ray.util.queue import Empty, Queue
+    except ImportError:
+        from ladle.errors import install_hint
+
+        raise LadleError("--baseline ddp on the ray engine needs Ray Train", fix=install_hint("ray")) from None
+
+    started = _connect(engine.address)
+    try:
+        events = Queue(actor_options={"num_cpus": 0, "resources": {HEAD: 0.001}})
+        gpus = engine.gpus_per_ingredient
+        loop = {"spec": spec, "graph": ray.put(graph_payload(graph)), "carried": Carried.of(store, [spec]),
+                "device": device, "threads": engine.threads, "events": events}
+        resources = {"CPU": engine.cpus_per_ingredient, **({"GPU": gpus} if gpus else {})}
+        outcome: dict = {}
+        with tempfile.TemporaryDirectory(prefix="ladle-ddp-") as storage:  # Ray Train's own state; no checkpoints
+            trainer = TorchTrainer(
+                _ray_rank, train_loop_config=loop,
+                torch_config=TorchConfig(backend="nccl" if gpus and device.startswith("cuda") else "gloo"),
+                scaling_config=ScalingConfig(num_workers=spec.ranks, use_gpu=bool(gpus), resources_per_worker=resources),
+                run_config=TrainRun(storage_path=storage, name="ladle-ddp"))
+
+            def fit():
+                try:
+                    outcome["result"] = trainer.fit()
+                except Exception as exc:  # Ray Train raises the ranks' failure here; said below, in the driver
+                    outcome["error"] = exc
+
+            thread = threading.Thread(target=fit, name="ladle-ddp-fit", daemon=True)
+            thread.start()
+            done, said = None, None
+            while thread.is_alive() or done is None:
+                thread.join(0.5)
+                for event in _events(events, Empty):
+                    if event[0] == "epoch" and on_epoch is not None:
+                        on_epoch(*event[1:])
+                    elif event[0] == "error":
+                        said = said or event[1:]
+                    elif event[0] == "done":
+                        done = event[1:]
+                if not thread.is_alive() and done is None:
+                    break
+        if said is not None:
+            raise LadleError(f"ddp: {said[0]}", fix=said[1])
+        if done is None:
+            error = outcome.get("error") or getattr(outcome.get("result"), "error", None)
+            raise LadleError(f"ddp on Ray ended without its model: {str(error).strip().splitlines()[-1] if error else ''}",
+                             fix="see the Ray logs, then ladle run --resume RUN_DIR (what is stored is kept)")
+        finished, records = done
+        for record in records:
+            store.save(record)
+        return finished
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _ray_rank(loop: dict) -> None:
+    """One rank of the data-parallel model on a Ray Train worker, whose process group Ray Train has set up."""
+    import socket
+
+    import ray
+    import ray.train
+    import ray.train.torch
+
+    from ladle.engines.base import Finished, worker_memory
+    from ladle.engines.ray_cluster import graph_from_payload
+    from ladle.train import train_ingredient
+
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    spec, events, carried = loop["spec"], loop["events"], loop["carried"]
+    torch.set_num_threads(loop["threads"])
+    graph = graph_from_payload(ray.get(loop["graph"]))
+    here = str(ray.train.torch.get_device()) if loop["device"].startswith("cuda") else "cpu"
+    shard, started = Shard(rank, world), time.time()
+
+    def progress(name, epoch, epochs, best, metrics):
+        try:
+            events.put_nowait(("epoch", name, epoch, epochs, best, "ddp", metrics))
+        except ray.exceptions.RayError:  # best effort, as for the ingredients
+            pass
+
+    try:
+        start_state = carried.start_state(spec)
+        with worker_memory() as usage:
+            record = train_ingredient(spec, graph, device=here, start_state=start_state, shard=shard,
+                                      on_epoch=progress if rank == 0 else None)
+    except LadleError as err:
+        events.put(("error", err.message, err.fix))
+        raise
+    if rank == 0:
+        record.communication, record.worker_memory = shard.summary(record.epochs_trained), usage
+        if start_state is not None:
+            record.trunk_sha256 = carried.trunk_sha256
+        label = f"ddp ({world} ranks on Ray, pid {os.getpid()})"
+        events.put(("done", Finished(record.name, record.val, record.test, record.seconds, label,
+                                     socket.gethostname(), started, time.time()), [record]))

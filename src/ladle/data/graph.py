@@ -168,6 +168,15 @@ def csr_tensor(crow: torch.Tensor, col: torch.Tensor, values: torch.Tensor, size
         return torch.sparse_csr_tensor(crow, col, values, size, check_invariants=False)
 
 
+def spmm(adj: torch.Tensor, h: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+    """adj [n_out, n_in] (CSR) times h [n_in, d] -> [n_out, d], into ``out`` when given."""
+    if out is None:
+        return torch.sparse.mm(adj, h)
+    if out.device.type != "cpu":  # the caching allocator makes the temporary cheap there
+        return out.copy_(torch.sparse.mm(adj, h))
+    return torch.addmm(out, adj, h, beta=0, out=out)  # beta=0: out's old values are ignored, NaNs included
+
+
 def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_classes, task="multiclass",
                metric="acc", canonical=False) -> Graph:
     """Canonicalise raw arrays into a :class:`Graph`: undirected, deduplicated, self-loops removed.

@@ -48,7 +48,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ladle.data.graph import csr_tensor
+from ladle.data.graph import csr_tensor, spmm
 from ladle.evaluation.evaluator import Evaluator, Mix, State
 from ladle.evaluation.metrics import score_logits
 
@@ -103,15 +103,6 @@ def proportional_basis(coefficients: Tensor) -> tuple[Tensor, Tensor]:
         for k, scale in scales.items():
             basis[group, k] = scale
     return weights.to(coefficients), basis.to(coefficients)
-
-
-def spmm(adj: Tensor, h: Tensor, out: Tensor | None = None) -> Tensor:
-    """adj [n_out, n_in] (CSR) times h [n_in, d] -> [n_out, d], into ``out`` when given."""
-    if out is None:
-        return torch.sparse.mm(adj, h)
-    if out.device.type != "cpu":  # the caching allocator makes the temporary cheap there
-        return out.copy_(torch.sparse.mm(adj, h))
-    return torch.addmm(out, adj, h, beta=0, out=out)  # beta=0: out's old values are ignored, NaNs included
 
 
 class FastEvaluator(Evaluator):

@@ -38,8 +38,7 @@ class GATFast(FastPath):
 
 def attention(plan, xw, w, p):
     """GATConv in eval mode on a layer plan: xw [n_in, H*C] -> [n_out, H*C] (heads concatenated) or [n_out, C]."""
-    from ladle.data.graph import csr_tensor
-    from ladle.evaluation.fast import spmm
+    from ladle.data.graph import csr_tensor, spmm
 
     att_src, att_dst = w[p + "att_src"][0], w[p + "att_dst"][0]  # [H, C]
     heads, channels = att_src.shape

@@ -40,18 +40,20 @@ class PLSOptions(LearnedOptions):
         check_int(self.label("parts_per_epoch"), self.parts_per_epoch, 1, self.parts)
 
 
+DEFAULT_SOUPS = ("uniform", "greedy", "gis", "ensemble")  # what a run makes when it names no soups
+
+
 def soups_from_tables(table: dict, legacy_learned: dict, flat_list, source: str) -> tuple[tuple, tuple]:
     """The soup methods (``[soups] methods``, or an older top-level ``soups`` list) and each soup's options (its
     ``[soups.NAME]`` table; an older ``[learned]`` table serves learned and pls)."""
     import dataclasses
 
-    from ladle.config import RunConfig
     from ladle.errors import LadleError
     from ladle.soups import SOUPS as registry
 
     methods = table.pop("methods", flat_list)
     if methods is None:
-        methods = RunConfig.__dataclass_fields__["soups"].default
+        methods = DEFAULT_SOUPS
     if isinstance(methods, str) or not isinstance(methods, (list, tuple)):
         raise LadleError(f"{source}: soups.methods must be a list of soup names, not {methods!r}",
                          fix=f"for example methods = [\"uniform\", \"gis\"]; choices: {', '.join(registry.names())}")
