@@ -49,6 +49,7 @@ def test_a_users_model_trains_soups_and_reloads(tmp_path):
     gis = json.loads((out / "soups" / "gis.json").read_text())
     assert gis["evaluation"]["path"] == "reference"  # the fast evaluator knows only ladle's layers
     model = ladle.load_model(out, "gis", model=TwoLayerGCN)
+    assert isinstance(model, TwoLayerGCN) and not model.training  # the user's own class, not a wrapper
     graph = ladle.load_graph(SMALL)
     with torch.no_grad():
         logits = model(graph.data.x, graph.data.edge_index)

@@ -179,3 +179,22 @@ def test_a_run_made_with_unresolved_parts_is_refused_with_the_reason(tmp_path, m
     (out / "run.json").write_text(json.dumps(manifest))
     with pytest.raises(LadleError, match="trained on the wrong parts"):
         api.soup(out)
+
+
+def test_a_partition_that_leaves_parts_few_training_nodes_says_so_with_the_numbers(tmp_path, caplog):
+    import logging
+
+    from ladle.sampling.partition import FEW_TRAINING_NODES
+
+    dataset = "csbm:nodes=600,classes=3,features=8,seed=1"
+    graph = load_graph(dataset)
+    counts = torch.bincount(membership_for(graph, "random", 4)[graph.mask("train")], minlength=4)
+    assert int(counts.min()) < FEW_TRAINING_NODES <= int(counts.sum())  # the case: thin parts, enough labels in all
+    for parts, warned in ((4, True), (1, False)):
+        caplog.clear()
+        config = build_config({"dataset": dataset, "partition": {"method": "random", "parts": parts},
+                               "ingredients": parts, "train": {"epochs": 1}, "soups": ["uniform"]})
+        with caplog.at_level(logging.WARNING, logger="ladle"):
+            api.train(config, tmp_path / f"run-{parts}", progress=False)
+        said = f"they hold {int(counts.min())} to {int(counts.max())} of {int(counts.sum())}"
+        assert (said in caplog.text) == warned and ("--parts" in caplog.text) == warned

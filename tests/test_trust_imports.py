@@ -79,7 +79,7 @@ def test_a_model_passed_from_python_trusts_that_class_alone(clean, tmp_path):
         assert "payload" in done.stdout
     # The same class given again, the run naming it: it loads (nothing else was needed).
     model = ladle.load_model(clean, "uniform", model=TinyModel)
-    assert isinstance(model.module, TinyModel)
+    assert isinstance(model, TinyModel)  # the class itself, not ladle's wrapper
 
 
 @pytest.mark.parametrize("trusted", [[], ["--allow-import", "os"]])

@@ -143,6 +143,11 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
             from ladle.models.python_model import probe
 
             probe(config.model, graph)  # a model that cannot train on this graph is refused before the run exists
+        if config.partition.method != "none" and not resume:
+            from ladle.sampling.partition import thin_parts
+
+            if (warning := thin_parts(graph, config.partition.method, config.partition.parts)) is not None:
+                log.warning(warning)
         meta = dataset_meta(graph)
     _check_worker_memory(config, graph)
     created = not resume

@@ -18,7 +18,7 @@ import torch
 
 from ladle.errors import LadleError
 from ladle.evaluation.evaluator import ensemble_probabilities, probabilities_as_logits, whole_graph_logits
-from ladle.models import graph_input, load_model
+from ladle.models import graph_input, rebuild
 from ladle.store import RunDir
 
 OUTPUTS = ("labels", "proba", "logits", "embeddings")
@@ -110,7 +110,7 @@ def _embeddings(model, graph) -> torch.Tensor:
 
 
 def _checked_model(run: RunDir, member: str, graph):
-    model = load_model(run.path, member)
+    model = rebuild(run.path, member)
     if (model.in_channels, model.out_channels) != (graph.num_features, graph.num_classes):
         raise LadleError(f"{run.weights_path(member)}: its sidecar describes {model.in_channels} features and "
                          f"{model.out_channels} classes, the graph has {graph.num_features} and "

@@ -107,6 +107,23 @@ def needs_metis(config) -> bool:
             or any(r.sampler.name == "cluster" for r in config.recipes))
 
 
+FEW_TRAINING_NODES = 100  # below this many labelled nodes a part's ingredient is of uneven, often poor, accuracy
+
+
+def thin_parts(graph: Graph, method: str, parts: int) -> str | None:
+    """A warning when the partition leaves a part with fewer than :data:`FEW_TRAINING_NODES` training nodes (the
+    numbers and the way out), else None."""
+    counts = torch.bincount(membership_for(graph, method, parts)[graph.mask("train")], minlength=parts)
+    low = int(counts.min())
+    if low >= FEW_TRAINING_NODES:
+        return None
+    thin = int((counts < FEW_TRAINING_NODES).sum())
+    return (f"the {method} partition into {parts} parts leaves {thin} part{'s' if thin > 1 else ''} with fewer than "
+            f"{FEW_TRAINING_NODES} training nodes (they hold {low} to {int(counts.max())} of "
+            f"{int(counts.sum())}): each ingredient learns from its part's labels alone, so expect uneven, often "
+            "poor ingredients; fewer parts (--parts) give each more")
+
+
 def membership_for(graph: Graph, method: str, parts: int, cache_dir=None) -> torch.Tensor:
     """The run's partition: every ingredient of a run computes (or reads) the same one."""
     if method == "metis":
