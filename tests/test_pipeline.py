@@ -255,3 +255,26 @@ def test_the_progress_bars_show_the_seconds_results_json_records():
     bar.close()
     text = console.export_text()
     assert "12.35s" in text and "0.25s" in text
+
+
+def test_output_fits_80_columns_and_cuts_no_name(small_run):
+    """Issue 36, item 6: ``verify`` shows every file's name whole, ``examples`` every description to its end, and
+    neither is wider than an 80-column terminal."""
+    import os
+    import subprocess
+    import sys
+
+    from rich.cells import cell_len
+
+    env = {**os.environ, "COLUMNS": "80", "LINES": "50"}
+    out = {}
+    for command in (["verify", str(small_run)], ["examples"]):
+        done = subprocess.run([sys.executable, "-m", "ladle.cli", *command], env=env, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        out[command[0]] = done.stdout
+        assert max(cell_len(line) for line in done.stdout.splitlines()) <= 80, done.stdout
+    for name in ("ingredient-00.safetensors", "ingredient-02.json", "gis.safetensors", "config.toml"):
+        assert f"│ {name} " in out["verify"]
+    joined = " ".join(line.strip("│ ").split("│")[-1].strip() for line in out["examples"].splitlines())
+    assert "fitted on the validation nodes (so its validation score is not a selection signal)." in " ".join(
+        joined.split())

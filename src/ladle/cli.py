@@ -521,11 +521,18 @@ def cmd_verify(args) -> int:
     from ladle.verify import verify_run
 
     checks = verify_run(args.run_dir, root=args.root, graph_file=args.graph)
+    run = os.path.abspath(args.run_dir)
+    # A file of the run by its name alone (one name, one file: ingredient-03.json can only be in ingredients/), so
+    # that it is shown whole; the detail folds instead; anything else by its path, folded rather than cut.
+    shown = [os.path.basename(w) if (w := os.path.abspath(c.path)).startswith(run + os.sep) else c.path
+             for c in checks]
     table = Table(title=escape(f"verify {args.run_dir}"))
-    for column in ("file", "status", "detail"):
-        table.add_column(column)
-    for check in checks:
-        table.add_row(escape(check.path), "[green]ok[/]" if check.ok else "[bold red]FAILED[/]", escape(check.detail))
+    inside = [path for check, path in zip(checks, shown) if path != check.path]
+    table.add_column("file", overflow="fold", min_width=min(max(map(len, inside), default=4), 30))
+    table.add_column("status", no_wrap=True)
+    table.add_column("detail", overflow="fold")
+    for check, path in zip(checks, shown):
+        table.add_row(escape(path), "[green]ok[/]" if check.ok else "[bold red]FAILED[/]", escape(check.detail))
     console.print(table)
     failed = [c for c in checks if not c.ok]
     if failed:

@@ -12,11 +12,15 @@ FOLDER = Path(__file__).resolve().parent
 
 
 def examples() -> dict[str, str]:
-    """Each example's name and its first comment line."""
+    """Each example's name and its description: the opening comment, whole, up to its command line (indented)."""
     out = {}
     for path in sorted(FOLDER.glob("*.toml")):
-        first = next((line.lstrip("# ").strip() for line in path.read_text().splitlines() if line.startswith("#")), "")
-        out[path.stem] = first
+        words = []
+        for line in path.read_text().splitlines():
+            if not line.startswith("#") or line.startswith("#  ") or not line.strip("# "):
+                break
+            words.append(line.lstrip("# ").strip())
+        out[path.stem] = " ".join(words)
     return out
 
 
