@@ -63,6 +63,8 @@ def test_a_worker_killed_mid_training_is_retried(serial_run, tmp_path):
     api.run(config(workers=2, retries=1), out, on_epoch=on_epoch)
     assert killed
     assert weights(out) == weights(serial_run)
+    tries = {t["name"]: t["attempts"] for t in RunDir(out).timeline()}  # the timeline (and its plot) says so
+    assert tries == {"ingredient-00": 1, "ingredient-01": 2, "ingredient-02": 1}
 
 
 def test_a_run_killed_then_resumed_matches_an_uninterrupted_one(serial_run, tmp_path):
@@ -79,6 +81,8 @@ def test_a_run_killed_then_resumed_matches_an_uninterrupted_one(serial_run, tmp_
     assert run_dir.ingredient_names() == ["ingredient-00"]
     assert main(["run", "--resume", str(out), "--quiet", "--workers", "2"]) == 0
     assert weights(out) == weights(serial_run)
+    sessions = {t["name"]: t["session"] for t in RunDir(out).timeline()}  # two drivers: the run and its resume
+    assert sessions["ingredient-01"] == sessions["ingredient-02"] != sessions["ingredient-00"]
 
 
 def test_sigkill_of_the_whole_run_then_resume(serial_run, tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -167,9 +168,11 @@ def _train_in(config, graph, run_dir, meta, runner, on_epoch, created, existed, 
     store = IngredientStore(str(run_dir.path), meta, config.identity_sha256())
     long = config.long_spec()
     specs = [s for s in ([long] if long else []) + config.ingredient_specs() if not run_dir.has(s)]
+    session = f"{os.getpid()}-{uuid.uuid4().hex[:8]}"  # this call: a resumed run's timeline has several
+
     try:
         def on_done(done):
-            run_dir.log_timeline(done)
+            run_dir.log_timeline(replace(done, session=session))
             dispatch.finished(done)
 
         store = _trunk(config, graph, store, run_dir, on_epoch, on_done)

@@ -205,7 +205,7 @@ def _write_report(run_dir: RunDir) -> dict:
         plot_scores(results, run_dir.plots / "ingredients_vs_soups.png", run_dir.path)
         gis = run_dir.soup_sidecars().get("gis")
         if gis is not None and _gis_trace(gis.get("trace")):
-            plot_gis_curves(gis, run_dir.plots / "gis_curves.png", run_dir.path)
+            plot_gis_curves(gis, run_dir.plots / "gis_curves.png", run_dir.path, results["dataset"].get("metric", ""))
         elif gis is not None:
             log.warning("%s: the GIS trace is not the one ladle writes; no gis_curves.png", run_dir.soups / "gis.json")
         if timeline:

@@ -72,6 +72,8 @@ class Finished:
     host: str
     started: float
     finished: float
+    attempts: int = 1  # more where the engine started it again after its worker died
+    session: str = ""  # the driver that stored it (a resumed run has several), set by the driver
 
 
 def device_for(device: str, index: int) -> str:

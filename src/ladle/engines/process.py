@@ -11,6 +11,7 @@ unfinished ingredient, which is retried up to ``engine.retries`` times on a fres
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import pickle
@@ -168,8 +169,14 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
     finished: dict[str, Finished] = {}
     reported: dict[str, LadleError] = {}
 
+    def done(summary):
+        summary = dataclasses.replace(summary, attempts=attempts[summary.name] + 1)
+        if on_done is not None:
+            on_done(summary)
+        return summary
+
     def drain(readers, timeout):
-        _drain(readers, finished, on_epoch, on_done, reported, timeout=timeout)
+        _drain(readers, finished, on_epoch, done, reported, timeout=timeout)
 
     try:
         while pending or running:
@@ -228,6 +235,4 @@ def _drain(readers, finished, on_epoch, on_done, reported, *, timeout: float) ->
             elif event[0] == "error":
                 reported[event[1]] = LadleError(f"{event[1]}: {event[2]}", fix=event[3])
             elif event[1].name not in finished:
-                finished[event[1].name] = event[1]
-                if on_done is not None:
-                    on_done(event[1])
+                finished[event[1].name] = on_done(event[1])

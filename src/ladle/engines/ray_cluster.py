@@ -12,6 +12,7 @@ times. Ray is an optional extra: ``pip install -e .[ray]``.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import warnings
@@ -174,6 +175,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                                      fix="see the Ray logs, then ladle run --resume RUN_DIR") from None
                 for record in records:  # the companion first: the model's own sidecar says the work is done
                     store.save(record)
+                done = dataclasses.replace(done, attempts=lost[spec.name] + 1)
                 finished[done.name] = done
                 if on_done is not None:
                     on_done(done)
