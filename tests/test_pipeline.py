@@ -278,3 +278,27 @@ def test_output_fits_80_columns_and_cuts_no_name(small_run):
     joined = " ".join(line.strip("│ ").split("│")[-1].strip() for line in out["examples"].splitlines())
     assert "fitted on the validation nodes (so its validation score is not a selection signal)." in " ".join(
         joined.split())
+
+
+def test_run_over_seeds_gives_one_run_per_seed_and_a_mean_and_std_per_row(tmp_path, capsys):
+    import statistics
+
+    out = tmp_path / "seeds"
+    assert main(["run", "--dataset", SMALL, "--ingredients", "2", "--epochs", "5", "--hidden", "8",
+                 "--soups", "uniform,gis", "--seeds", "0,3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    per_seed = {s: json.loads((out / f"seed-{s}" / "results.json").read_text()) for s in (0, 3)}
+    assert [json.loads((out / f"seed-{s}" / "config.toml").read_text().split("seed = ")[1].split("\n")[0])
+            for s in (0, 3)] == [0, 3]
+    summary = json.loads((out / "summary.json").read_text())
+    rows = {r["label"]: r for r in summary["rows"]}
+    assert summary["seeds"] == [0, 3] and set(rows) == {"best ingredient (by val)", "uniform", "gis"}
+    tests = [100 * per_seed[s]["soups"]["gis"]["test"] for s in (0, 3)]
+    assert rows["gis"]["test"]["values"] == tests
+    assert rows["gis"]["test"]["mean"] == statistics.fmean(tests) and rows["gis"]["test"]["std"] == statistics.stdev(tests)
+    gains = [100 * per_seed[s]["soups"]["uniform"]["gain_test"] for s in (0, 3)]
+    assert rows["uniform"]["gain"]["mean"] == pytest.approx(statistics.fmean(gains))
+    assert f"{statistics.fmean(tests):.2f} ± {statistics.stdev(tests):.2f}" in printed
+    assert "| gis |" in (out / "summary.md").read_text()
+    assert main(["run", "--dataset", SMALL, "--seed", "1", "--seeds", "0,1", "--out", str(tmp_path / "x")]) == 2
+    assert "--seed and --seeds were both given" in capsys.readouterr().err

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import json
 import logging
 import os
 import signal
@@ -124,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--graph", type=Path, metavar="FILE.npz|PDIR",
                      help="with --resume: the .npz graph (or partition folder) the run was trained on (checked by "
                           "fingerprint)")
+    run.add_argument("--seeds", type=_int_list, metavar="S,S,...",
+                     help="repeat the whole pipeline once per seed, into OUT/seed-S, and summarise each row as "
+                          "mean ± std over the seeds (OUT/summary.json, summary.md)")
     run.set_defaults(handler=cmd_run)
     train = sub.add_parser("train", help="train and store ingredients only")
     _add_run_flags(train)
@@ -385,9 +389,49 @@ def cmd_run(args) -> int:
         return _resume(args)
     config = config_from_args(args)
     args.out = args.out or _default_out(config)
+    if args.seeds is not None:
+        return _run_seeds(args, config)
     results = api.run(config, args.out, callbacks=_callbacks(args, config), progress=False)
     _finish(args, results)
     return 0
+
+
+def _run_seeds(args, config) -> int:
+    import dataclasses
+
+    from ladle import api
+    from ladle.files import atomic_write
+    from ladle.report import seeds_markdown, summarise_seeds
+
+    if args.seed is not None:
+        raise LadleError("--seed and --seeds were both given", fix="give the seeds to repeat over in --seeds alone")
+    if not args.seeds or len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
+        raise LadleError(f"--seeds must list distinct seeds >= 0, got {args.seeds}", fix="for example --seeds 0,1,2")
+    by_seed = {}
+    for seed in args.seeds:
+        out = Path(args.out) / f"seed-{seed}"
+        seeded = dataclasses.replace(config, seed=seed)
+        by_seed[seed] = api.run(seeded, out, callbacks=_callbacks(args, seeded), progress=False)
+        console.print(f"seed {seed}: {out}", markup=False, highlight=False)
+    summary = summarise_seeds(by_seed)
+    atomic_write(Path(args.out) / "summary.json", (json.dumps(summary, indent=2) + "\n").encode())
+    atomic_write(Path(args.out) / "summary.md", seeds_markdown(summary).encode())
+    if args.quiet:
+        console.print(str(args.out), markup=False, highlight=False)
+        return 0
+    table = Table(title=escape(f"{summary['dataset']} · {summary['model']} · {len(args.seeds)} seeds"))
+    for column in ("row", f"val {summary['metric']}", f"test {summary['metric']}", "test gain"):
+        table.add_column(column, justify="left" if column == "row" else "right")
+    for row in summary["rows"]:
+        table.add_row(escape(row["label"]), _mean_std(row["val"]), _mean_std(row["test"]),
+                      "" if row["gain"] is None else _mean_std(row["gain"], signed=True))
+    console.print(table)
+    console.print(f"per seed: {args.out}/seed-S; summary: {args.out}/summary.json, summary.md", markup=False)
+    return 0
+
+
+def _mean_std(stat: dict, signed: bool = False) -> str:
+    return f"{stat['mean']:{'+' if signed else ''}.2f} ± {stat['std']:.2f}"
 
 
 def _resume(args) -> int:

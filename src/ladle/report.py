@@ -171,6 +171,46 @@ def markdown_table(results: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def summarise_seeds(by_seed: dict[int, dict]) -> dict:
+    """The same pipeline over several seeds (``ladle run --seeds``): each row's validation and test score and its
+    test gain over that seed's best ingredient, in points, as mean, sample std and the values seed by seed."""
+    import statistics
+
+    def stat(values: list[float]) -> dict:
+        points = [100 * v for v in values]
+        return {"mean": statistics.fmean(points), "std": statistics.stdev(points) if len(points) > 1 else 0.0,
+                "values": points}
+
+    first = next(iter(by_seed.values()))
+    rows: dict[str, dict] = {}
+    for results in by_seed.values():
+        entries = [("best ingredient (by val)", results["best_ingredient"], None)]
+        entries += [(name, b, b.get("gain_test")) for name, b in results.get("baselines", {}).items()]
+        entries += [(name, s, s.get("gain_test")) for name, s in results["soups"].items()]
+        for label, entry, gain in entries:
+            row = rows.setdefault(label, {"val": [], "test": [], "gain": []})
+            row["val"].append(entry["val"])
+            row["test"].append(entry["test"])
+            if gain is not None:
+                row["gain"].append(gain)
+    return {"dataset": first["dataset"]["name"], "model": first["model"],
+            "metric": first["dataset"].get("metric", "score"), "seeds": list(by_seed),
+            "rows": [{"label": label, "val": stat(r["val"]), "test": stat(r["test"]),
+                      "gain": stat(r["gain"]) if r["gain"] else None} for label, r in rows.items()]}
+
+
+def seeds_markdown(summary: dict) -> str:
+    metric = summary["metric"]
+    lines = [f"# {summary['dataset']} · {summary['model']} · seeds {', '.join(map(str, summary['seeds']))}", "",
+             f"| row | val {metric} | test {metric} | test gain vs best ingredient |", "|---|---|---|---|"]
+    for row in summary["rows"]:
+        gain = "" if row["gain"] is None else f"{row['gain']['mean']:+.2f} ± {row['gain']['std']:.2f}"
+        lines.append(f"| {row['label']} | {row['val']['mean']:.2f} ± {row['val']['std']:.2f} | "
+                     f"{row['test']['mean']:.2f} ± {row['test']['std']:.2f} | {gain} |")
+    lines += ["", "Mean ± sample standard deviation over the seeds, in points; each seed's run is in seed-S/."]
+    return "\n".join(lines) + "\n"
+
+
 DERIVED_FILES = ("results.json", "results.jsonl", "report.md")
 
 
