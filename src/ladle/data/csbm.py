@@ -51,28 +51,36 @@ class CSBMConfig:
     seed: int = 0
 
     def __post_init__(self):
-        fix = "see ladle datasets: csbm:nodes=...,classes=...; every option is a finite number"
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
-                raise LadleError(f"csbm {f.name} must be a finite number, got {value!r}", fix=fix)
-        if self.nodes < 2 or self.classes < 2 or self.classes > self.nodes:
-            raise LadleError(f"csbm needs 2 <= classes <= nodes, got nodes={self.nodes} classes={self.classes}", fix=fix)
-        if self.features < 1 or self.community < 1 or not 0 < self.degree < self.nodes:
-            raise LadleError("csbm needs features >= 1, community >= 1 and 0 < degree < nodes", fix=fix)
-        for name in ("homophily", "locality"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise LadleError(f"csbm {name} must be in [0, 1], got {getattr(self, name)}", fix=fix)
-        if self.signal < 0 or self.seed < 0:
-            raise LadleError(f"csbm needs signal >= 0 and seed >= 0, got {self.signal} and {self.seed}", fix=fix)
-        if not (0 < self.train and 0 < self.val and self.train + self.val < 1):
-            raise LadleError(f"csbm needs train > 0, val > 0 and train + val < 1, got {self.train}, {self.val}", fix=fix)
-        # Features, then each drawn edge a few times over (pairs, keys, the sort) before deduplication.
-        need = 4 * self.nodes * self.features + 8 * 6 * self.nodes * self.degree
-        if too_big(need):
-            raise LadleError(f"csbm with nodes={self.nodes}, features={self.features}, degree={self.degree} needs "
-                             f"about {gib(need)}, more than the {gib(memory_available())} of memory free",
-                             fix="choose fewer nodes, features or a lower degree")
+        check_options(self, "csbm")
+
+
+def check_options(config, kind: str) -> None:
+    """The options every synthetic family shares (nodes, classes, degree, features, homophily, locality, signal,
+    splits, seed), each a finite number in its range, and the graph within the memory free; one message each."""
+    fix = f"see ladle datasets: {kind}:nodes=...,classes=...; every option is a finite number"
+    for f in fields(config):
+        value = getattr(config, f.name)
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise LadleError(f"{kind} {f.name} must be a finite number, got {value!r}", fix=fix)
+    if config.nodes < 2 or config.classes < 2 or config.classes > config.nodes:
+        raise LadleError(f"{kind} needs 2 <= classes <= nodes, got nodes={config.nodes} classes={config.classes}",
+                         fix=fix)
+    if config.features < 1 or config.community < 1 or not 0 < config.degree < config.nodes:
+        raise LadleError(f"{kind} needs features >= 1, community >= 1 and 0 < degree < nodes", fix=fix)
+    for name in ("homophily", "locality"):
+        if not 0.0 <= getattr(config, name) <= 1.0:
+            raise LadleError(f"{kind} {name} must be in [0, 1], got {getattr(config, name)}", fix=fix)
+    if config.signal < 0 or config.seed < 0:
+        raise LadleError(f"{kind} needs signal >= 0 and seed >= 0, got {config.signal} and {config.seed}", fix=fix)
+    if not (0 < config.train and 0 < config.val and config.train + config.val < 1):
+        raise LadleError(f"{kind} needs train > 0, val > 0 and train + val < 1, got {config.train}, {config.val}",
+                         fix=fix)
+    # Features, then each drawn edge a few times over (pairs, keys, the sort) before deduplication.
+    need = 4 * config.nodes * config.features + 8 * 6 * config.nodes * config.degree
+    if too_big(need):
+        raise LadleError(f"{kind} with nodes={config.nodes}, features={config.features}, degree={config.degree} "
+                         f"needs about {gib(need)}, more than the {gib(memory_available())} of memory free",
+                         fix="choose fewer nodes, features or a lower degree")
 
 
 PRESETS = {
@@ -89,12 +97,17 @@ PRESETS = {
 
 def parse_csbm_spec(spec: str) -> CSBMConfig:
     """``csbm``, ``csbm-arxiv``, ``csbm-products``, each optionally ``:key=value,...``."""
+    return parse_spec(spec, PRESETS, "csbm")
+
+
+def parse_spec(spec: str, presets: dict, kind: str):
+    """``PRESET[:key=value,...]`` of a synthetic family: the preset with those options changed."""
     name, _, body = spec.partition(":")
     name = name.lower()
-    if name not in PRESETS:
-        raise LadleError(f"unknown csbm preset {name!r}", fix=suggest(name, PRESETS))
-    config = PRESETS[name]
-    types = {f.name: f.type for f in fields(CSBMConfig)}
+    if name not in presets:
+        raise LadleError(f"unknown {kind} preset {name!r}", fix=suggest(name, presets))
+    config = presets[name]
+    types = {f.name: f.type for f in fields(config)}
     changes = {}
     for item in filter(None, body.split(",")):
         key, eq, value = item.partition("=")
@@ -110,11 +123,16 @@ def parse_csbm_spec(spec: str) -> CSBMConfig:
 
 
 def csbm_name(config: CSBMConfig) -> str:
-    for name, preset in PRESETS.items():
+    return spec_name(config, PRESETS, "csbm")
+
+
+def spec_name(config, presets: dict, kind: str) -> str:
+    """The preset's name, or ``KIND:key=value,...`` for the options that differ from the family's default."""
+    for name, preset in presets.items():
         if preset == config:
             return name
-    base = PRESETS["csbm"]
-    return "csbm:" + ",".join(f"{k}={v}" for k, v in asdict(config).items() if getattr(base, k) != v)
+    base = presets[kind]
+    return f"{kind}:" + ",".join(f"{k}={v}" for k, v in asdict(config).items() if getattr(base, k) != v)
 
 
 def generate_csbm(config: CSBMConfig) -> Graph:

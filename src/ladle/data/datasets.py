@@ -39,6 +39,12 @@ def _csbm(spec, root):
     return generate_csbm(parse_csbm_spec(spec))
 
 
+def _dcsbm(spec, root):
+    from ladle.data.dcsbm import generate_dcsbm, parse_dcsbm_spec
+
+    return generate_dcsbm(parse_dcsbm_spec(spec))
+
+
 def _npz(spec, root):
     from ladle.data.npz import load_npz, parse_npz_spec
 
@@ -62,13 +68,21 @@ def _parts(spec, root):
 
 
 DATASETS = Registry("dataset")
-PARAMETERISED = ("csbm", "csbm-arxiv", "csbm-products", "npz", "npy", "parts")  # NAME:options spellings
+PARAMETERISED = ("csbm", "csbm-arxiv", "csbm-products", "dcsbm", "dcsbm-arxiv", "dcsbm-products", "npz", "npy",
+                 "parts")  # NAME:options spellings
 for _name, _help in [
     ("csbm", "synthetic contextual SBM with planted communities (3,000 nodes by default); csbm:k=v,... sets options"),
     ("csbm-arxiv", "synthetic, sized like ogbn-arxiv: 169,343 nodes, ~1.17M edges, 128 features, 40 classes"),
     ("csbm-products", "synthetic, sized like ogbn-products: 2,449,029 nodes, ~61.9M edges, 100 features, 47 classes"),
 ]:
     DATASETS.add(_name, _csbm, "ladle.data.csbm:CSBMConfig", _help, reference="ladle")
+for _name, _help in [
+    ("dcsbm", "synthetic degree-corrected SBM: power-law degrees, unequal classes, planted communities; dcsbm:k=v,..."),
+    ("dcsbm-arxiv", "synthetic, degree-corrected, sized like ogbn-arxiv: 169,343 nodes, 128 features, 40 classes"),
+    ("dcsbm-products", "synthetic, degree-corrected, sized like ogbn-products: 2,449,029 nodes, 100 features, 47 "
+                       "classes"),
+]:
+    DATASETS.add(_name, _dcsbm, "ladle.data.dcsbm:DCSBMConfig", _help, reference="ladle")
 DATASETS.add("npz", _npz, None, "npz:PATH[#K]: your graph in the common .npz layout, split K (default 0)",
              reference="your file")
 DATASETS.add("npy", _npy, None, "npy:DIR[#K]: the npz layout as one memory-mappable .npy per array (ladle.save_npy)",
