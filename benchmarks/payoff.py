@@ -58,8 +58,10 @@ class Cell:
         average, decay = train.get("average", "none"), train.get("weight_decay")
         parts = "" if self.partition is None else (f" {self.partition[0]} K{self.partition[1]}"
                                                    + (" halo" if self.partition[2] else ""))
+        schedule, start = train.get("lr_schedule", "none"), train.get("average_start", 1)
         return (f"{name} {self.model} {self.sampler['name']}" + ("" if average == "none" else f" {average}")
-                + ("" if decay is None else f" wd{decay:g}") + parts)
+                + ("" if decay is None else f" wd{decay:g}") + ("" if schedule == "none" else f" {schedule}")
+                + ("" if start == 1 else f" from{start}") + parts)
 
     @property
     def baseline_key(self) -> tuple:
@@ -98,6 +100,8 @@ def cells(args) -> list[Cell]:
                                                                                     "ensemble"],
                      "learned": {"epochs": 20, "parts": 32, "parts_per_epoch": 4}})]
     changed = {**({"average": args.average} if getattr(args, "average", "none") != "none" else {}),
+               **({"lr_schedule": args.lr_schedule} if getattr(args, "lr_schedule", "none") != "none" else {}),
+               **({"average_start": args.average_start} if getattr(args, "average_start", 1) != 1 else {}),
                **({"weight_decay": args.weight_decay} if getattr(args, "weight_decay", None) is not None else {})}
     if changed:  # every model's weights averaged over its epochs, or another weight decay: rows of their own
         out = [replace(c, extra={**c.extra, "train": {**c.extra.get("train", {}), **changed}}) for c in out]
@@ -308,6 +312,12 @@ def main(argv=None) -> int:
     parser.add_argument("--average", choices=("none", "swa", "ema"), default="none",
                         help="train every model (ingredients and the long one) with its weights averaged over its "
                              "epochs (train.average); the rows carry its name")
+    parser.add_argument("--lr-schedule", choices=("none", "cosine", "step"), default="none",
+                        help="every model's learning-rate schedule (the long baseline's stronger recipe); the rows "
+                             "carry its name")
+    parser.add_argument("--average-start", type=int, default=1,
+                        help="the epoch SWA (the long model's, or --average's) starts from, as train.average_start "
+                             "(the long model's scaled by K); the rows carry it (from10 ...)")
     parser.add_argument("--weight-decay", type=float, default=None,
                         help="every model's Adam weight decay (default: ladle's, 5e-4); the rows carry it (wd0 ...)")
     parser.add_argument("--stop-after", type=float, default=0, metavar="MINUTES",

@@ -183,6 +183,11 @@ def test_payoff_variants_change_every_models_training_and_name_their_rows():
     config = payoff.config_for(arxiv, 0, arxiv.trunk, payoff.argparse.Namespace(root="data", workers=1))
     assert config["train"] == {"epochs": 30, "patience": 5, "average": "swa", "weight_decay": 0.0}
     assert config["model"] == {"name": "sage", "hidden": 128}
+    args.average, args.weight_decay, args.lr_schedule, args.average_start = "none", None, "cosine", 10
+    scheduled = next(c for c in payoff.cells(args) if c.dataset == "csbm-arxiv")
+    assert scheduled.label == "csbm-arxiv sage neighbor cosine from10"
+    config = payoff.config_for(scheduled, 0, 0, payoff.argparse.Namespace(root="data", workers=1))
+    assert config["train"] == {"epochs": 30, "patience": 5, "lr_schedule": "cosine", "average_start": 10}
 
 
 def test_payoff_partition_cells_train_each_ingredient_on_its_part_beside_every_row(tmp_path, capsys, monkeypatch):
