@@ -245,3 +245,14 @@ def test_payoff_counts_a_tie_apart_from_a_win():
                 "seconds": {"trunk": 0.0, "training": 1.0, "soups": 1.0}} for i, gis in enumerate((0.7, 0.71, 0.69))]
     _, figures = payoff.table(records)
     assert (figures["gis_wins"], figures["gis_ties"], figures["cells"]) == (1, 1, 3)
+
+
+def test_mistakes_are_refused_before_torch_is_imported(capsys, monkeypatch):
+    """Issue 36, item 3: a misspelt dataset, a bad config value, a misspelt flag and an unknown model are each
+    refused without importing torch (benchmarks/fail_fast.py times them; no timing is asserted here)."""
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import fail_fast
+
+    assert fail_fast.main(["--repeats", "1"]) == 0
+    figures = dict(pair.split("=") for pair in capsys.readouterr().out.strip().splitlines()[-1].split())
+    assert figures["torch_imported"] == "0" and {"dataset_s", "config_s", "flag_s", "model_s"} <= set(figures)

@@ -383,14 +383,15 @@ def _default_out(config) -> Path:
 
 
 def cmd_run(args) -> int:
-    from ladle import api
-
     if args.resume is not None:
         return _resume(args)
     config = config_from_args(args)
+    _check_dataset(config)
     args.out = args.out or _default_out(config)
     if args.seeds is not None:
         return _run_seeds(args, config)
+    from ladle import api  # torch, and the rest: after every check that needs neither
+
     results = api.run(config, args.out, callbacks=_callbacks(args, config), progress=False)
     _finish(args, results)
     return 0
@@ -459,10 +460,17 @@ def _resume(args) -> int:
     return 0
 
 
-def cmd_train(args) -> int:
-    from ladle import api
+def _check_dataset(config) -> None:
+    """A misspelt dataset is answered before torch is imported (seconds sooner; benchmarks/fail_fast.py)."""
+    from ladle.data.datasets import check_name
 
+    check_name(config.dataset)
+
+
+def cmd_train(args) -> int:
     config = config_from_args(args)
+    _check_dataset(config)
+    from ladle import api
     args.out = args.out or _default_out(config)
     run_dir, _, _ = api.train(config, args.out, callbacks=_callbacks(args, config), progress=False)
     from ladle.report import write_report

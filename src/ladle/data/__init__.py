@@ -1,5 +1,13 @@
-"""Datasets: every loader returns a :class:`Graph`."""
-from ladle.data.datasets import DATASETS, load_graph
-from ladle.data.graph import Graph, make_graph
+"""Datasets: every loader returns a :class:`Graph`. ``Graph`` and ``make_graph`` are imported when first used, so
+that checking a dataset's name (``ladle.data.datasets``) imports no torch."""
+from ladle.data.datasets import DATASETS, check_name, load_graph
 
-__all__ = ["DATASETS", "Graph", "load_graph", "make_graph"]
+__all__ = ["DATASETS", "Graph", "check_name", "load_graph", "make_graph"]
+
+
+def __getattr__(name):
+    if name in ("Graph", "make_graph"):
+        from ladle.data import graph
+
+        return getattr(graph, name)
+    raise AttributeError(f"module 'ladle.data' has no attribute {name!r}")

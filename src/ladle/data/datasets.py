@@ -105,11 +105,20 @@ for _name, _source, _help, _loader in [
     DATASETS.add(_name, _loader, None, _help, reference=_source)
 
 
-def load_graph(name: str, root: str | Path = "data") -> Graph:
-    """Load a dataset by name: a registry name, ``csbm...[:k=v,...]`` or ``npz:PATH[#K]``."""
+def _entry(name: str) -> str:
     head, colon, _ = name.partition(":")
     parameterised = colon and head in DATASETS and DATASETS.resolve(head) in PARAMETERISED
-    return DATASETS.get(head if parameterised else name)(name, root)
+    return head if parameterised else name
 
 
-__all__ = ["DATASETS", "load_graph"]
+def check_name(name: str) -> None:
+    """Refuse an unknown dataset name (with the nearest ones) before anything heavy is imported or loaded."""
+    DATASETS.resolve(_entry(name), "dataset")
+
+
+def load_graph(name: str, root: str | Path = "data") -> Graph:
+    """Load a dataset by name: a registry name, ``csbm...[:k=v,...]`` or ``npz:PATH[#K]``."""
+    return DATASETS.get(_entry(name))(name, root)
+
+
+__all__ = ["DATASETS", "check_name", "load_graph"]
