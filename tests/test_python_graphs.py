@@ -56,8 +56,10 @@ def test_graph_from_infers_the_task_and_metric():
 def test_graph_from_takes_split_columns_split_idx_and_datasets():
     data = two_rings(splits=3)
     for s in range(3):
-        g = graph_from(data, split=s)
+        g = graph_from(data, split=s, name="rings")
         assert torch.equal(g.data.train_mask, data.train_mask[:, s])
+        assert g.name == f"rings#{s}"  # which column was used is in the graph's (and the run's) name
+    assert graph_from(two_rings(), name="rings").name == "rings"  # one split: nothing to name
     with pytest.raises(LadleError, match="split 3 asked for but train_mask holds 3 splits"):
         graph_from(data, split=3)
     plain = two_rings()

@@ -10,6 +10,7 @@ the split from the object's masks or from an OGB-style ``split_idx`` dict, and t
 """
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -19,6 +20,8 @@ from ladle.data.graph import METRICS, Graph, make_graph
 from ladle.errors import LadleError
 
 SPLIT_KEYS = {"train": ("train",), "val": ("valid", "val", "validation"), "test": ("test",)}
+
+log = logging.getLogger(__name__)
 
 
 def graph_from(obj: Any, *, name: str | None = None, split: int = 0, split_idx: dict | None = None,
@@ -71,7 +74,10 @@ def graph_from(obj: Any, *, name: str | None = None, split: int = 0, split_idx: 
     if edge_index.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= n):
         raise LadleError(f"the graph's edge_index holds node ids outside [0, {n - 1}]", fix="index rows of x")
     y, task, num_classes = _labels(y, n)
-    masks = _masks(data, split_idx, split, n)
+    masks, columns = _masks(data, split_idx, split, n)
+    if columns:  # [N, S] masks: which split was used is part of the graph's name (the table's title, results.json)
+        name = f"{name or 'graph'}#{split}"
+        log.info("%s: split %d of the masks' %d columns (graph_from(..., split=K) takes another)", name, split, columns)
     chosen = metric if metric != "auto" else dataset_metric or ("f1" if task == "multilabel" else
                                                                  "rocauc" if num_classes == 2 else "acc")
     if chosen not in METRICS:
@@ -100,8 +106,9 @@ def _labels(y: torch.Tensor, n: int) -> tuple[torch.Tensor, str, int]:
     return y.long(), "multiclass", int(y.max()) + 1
 
 
-def _masks(data, split_idx: dict | None, split: int, n: int) -> list[torch.Tensor]:
-    out = []
+def _masks(data, split_idx: dict | None, split: int, n: int) -> tuple[list[torch.Tensor], int]:
+    """The train, val and test masks, and the number of columns the masks had (0: one split only)."""
+    out, columns = [], 0
     for part, keys in SPLIT_KEYS.items():
         if split_idx is not None:
             idx = next((split_idx[k] for k in keys if k in split_idx), None)
@@ -120,7 +127,7 @@ def _masks(data, split_idx: dict | None, split: int, n: int) -> list[torch.Tenso
                 if split >= mask.size(1):
                     raise LadleError(f"split {split} asked for but {part}_mask holds {mask.size(1)} splits",
                                      fix=f"split from 0 to {mask.size(1) - 1}")
-                mask = mask[:, split]
+                mask, columns = mask[:, split], mask.size(1)
             mask = mask.bool()
         if mask.numel() != n or not bool(mask.any()):
             raise LadleError(f"the {part} split selects no nodes (or has the wrong length)", fix="every split needs nodes")
@@ -130,4 +137,4 @@ def _masks(data, split_idx: dict | None, split: int, n: int) -> list[torch.Tenso
             if bool((out[i] & out[j]).any()):
                 raise LadleError(f"the {a} and {('train', 'val', 'test')[j]} splits overlap",
                                  fix="a node belongs to at most one of train, val and test")
-    return out
+    return out, columns
