@@ -81,6 +81,7 @@ def test_bad_options_are_named():
         load_graph("dcsbm:degre=3")
 
 
+@pytest.mark.benchmark
 def test_the_calibration_table_gives_the_graphs_shape_and_the_strongest_models_scores(capsys, monkeypatch):
     from pathlib import Path
 

@@ -97,6 +97,7 @@ def test_a_ddp_baseline_it_cannot_train_is_refused_before_training(tmp_path, mor
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.benchmark
 def test_the_wall_clock_benchmark_reads_every_row_from_the_run(tmp_path, capsys):
     import sys
     from pathlib import Path
@@ -119,6 +120,7 @@ def test_the_wall_clock_benchmark_reads_every_row_from_the_run(tmp_path, capsys)
     assert (tmp_path / "wall.png").stat().st_size > 10_000
 
 
+@pytest.mark.benchmark
 def test_the_at_scale_table_is_its_stated_formula_of_the_measured_inputs(tmp_path, capsys):
     import math
     import sys

@@ -39,6 +39,7 @@ def workdir(tmp_path, planetoid_root):
     return tmp_path
 
 
+@pytest.mark.slow
 def test_every_command_in_the_guide_runs(workdir):
     bin_dir = str(Path(sys.executable).parent)
     env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""), "LADLE_OFFLINE": "1",

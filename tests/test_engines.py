@@ -246,6 +246,8 @@ def test_the_ray_engine_tries_again_only_what_the_cluster_failed():
     assert not cluster_failure(rx.TaskCancelledError())
 
 
+@pytest.mark.slow
+@pytest.mark.benchmark
 def test_gpu_script_runs_every_step_tiny_on_the_cpu(ray_cluster, tmp_path):
     """benchmarks/gpu.sh has no GPU here: LADLE_SMOKE_DEVICE=cpu runs every step tiny on the CPU, Ray through
     RAY_ADDRESS, each step's line written to $OUT/gpu.txt; on the CPU the engines' weights must be identical and

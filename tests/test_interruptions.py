@@ -35,6 +35,7 @@ def clean(tmp_path_factory):
     return outcome(out)
 
 
+@pytest.mark.slow
 def test_sigterm_and_sigint_at_each_stage_then_resume(clean, tmp_path):
     """Each signal lands at a stage of the run, waited for as an event: before anything trained, while two workers
     train, after the first model is stored, after two (the third still training)."""

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "peer.py"
 
 
@@ -11,6 +13,7 @@ def run(*args):
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.benchmark
 def test_without_the_peer_it_says_why_and_exits_cleanly(tmp_path):
     done = run("--work", str(tmp_path))
     assert done.returncode == 0, done.stderr

@@ -20,6 +20,8 @@ def reproduce(tmp_path, planetoid_root, *extra):
     return done
 
 
+@pytest.mark.slow
+@pytest.mark.benchmark
 def test_reproduce_writes_every_section_with_its_command_and_plots(tmp_path, planetoid_root):
     out = tmp_path / "docs" / "RESULTS.md"
     done = reproduce(tmp_path, planetoid_root, "--out", str(out))
@@ -72,6 +74,7 @@ def test_reproduce_writes_every_section_with_its_command_and_plots(tmp_path, pla
     assert f"took {minutes:.1f} minutes in all" in header
 
 
+@pytest.mark.benchmark
 def test_a_stopped_small_sweep_adds_its_time_when_resumed(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
     import reproduce
@@ -111,6 +114,7 @@ def test_a_stopped_small_sweep_adds_its_time_when_resumed(tmp_path, monkeypatch)
     assert reproduce.section_text(record) == "## a section"
 
 
+@pytest.mark.benchmark
 def test_payoff_table_counts_only_each_cells_planned_cap():
     """A cell rerun with a higher epoch cap shows its earlier rows, marked, and only the plan's cap counts."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -135,6 +139,7 @@ def test_payoff_table_counts_only_each_cells_planned_cap():
     assert figures["gis_mean_gain"] == 5.0 and figures["gis_vs_long"] == 5.0
 
 
+@pytest.mark.benchmark
 def test_payoff_summary_splits_real_from_synthetic_graphs_and_pairs_trunks_at_one_cap():
     """The last line gives GIS's gain over the real graphs alone beside all cells, and the trunk's effect only
     between the two trunk settings of one cell at one epoch cap."""
@@ -166,6 +171,7 @@ def test_payoff_summary_splits_real_from_synthetic_graphs_and_pairs_trunks_at_on
     assert "77.00 ± 0.00" in next(line for line in lines if line.startswith(f"| {arxiv} (acc) | 2 |"))
 
 
+@pytest.mark.benchmark
 def test_payoff_variants_change_every_models_training_and_name_their_rows():
     """--average and --weight-decay give every cell's models (ingredients, long model) those settings, under a
     label of their own, so their records never mix with the plan's."""
@@ -190,6 +196,7 @@ def test_payoff_variants_change_every_models_training_and_name_their_rows():
     assert config["train"] == {"epochs": 30, "patience": 5, "lr_schedule": "cosine", "average_start": 10}
 
 
+@pytest.mark.benchmark
 def test_payoff_partition_cells_train_each_ingredient_on_its_part_beside_every_row(tmp_path, capsys, monkeypatch):
     """Issue 34, item 3, end to end on a tiny graph: K ingredients, ingredient i on part i of a random and of a
     METIS cut (its sidecar's node checksum is the part's own), every row present (the whole-graph long model, its
@@ -234,6 +241,7 @@ def test_payoff_partition_cells_train_each_ingredient_on_its_part_beside_every_r
         assert sum(row["part_nodes"]) == whole.num_nodes  # disjoint parts that cover the graph
 
 
+@pytest.mark.benchmark
 def test_payoff_counts_a_tie_apart_from_a_win():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
@@ -247,6 +255,7 @@ def test_payoff_counts_a_tie_apart_from_a_win():
     assert (figures["gis_wins"], figures["gis_ties"], figures["cells"]) == (1, 1, 3)
 
 
+@pytest.mark.benchmark
 def test_mistakes_are_refused_before_torch_is_imported(capsys, monkeypatch):
     """Issue 36, item 3: a misspelt dataset, a bad config value, a misspelt flag and an unknown model are each
     refused without importing torch (benchmarks/fail_fast.py times them; no timing is asserted here)."""
