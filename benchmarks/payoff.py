@@ -17,9 +17,13 @@ ICLR 2023, score both so); for the npz graphs split s of the file serves seed s.
 
 Each finished pipeline is one JSON object per line in ``--records`` (default runs/payoff/records.jsonl); a rerun
 skips the pipelines already there, so a stopped run carries on. The table gives mean ± std over seeds (test, in
-points); the last line is key=value pairs: ``gis_wins=N cells=M gis_mean_gain=… gis_vs_long=… gis_vs_long_swa=…
-trunk_gain=…`` (GIS's mean gain over the best ingredient, over the single K-budget model, over that model's SWA in
-the cells that have it, and what the trunk adds to GIS's gain).
+points); the last line is key=value pairs: ``gis_wins=N gis_ties=T cells=M gis_mean_gain=…
+gis_mean_gain_without_products=… gis_vs_long=… gis_vs_long_swa=… trunk_gain=…`` (a win is above the best ingredient,
+a tie apart; GIS's mean gain over the best ingredient, the same without the one-seed products-sized cells, over the
+single K-budget model, over that model's SWA in the cells that have it, and what the trunk adds to GIS's gain); with
+partition cells also ``part_gis_wins part_gis_ties part_cells part_gis_gain gis_vs_ddp ddp_bytes_per_epoch
+random_vs_metis`` (``--partitions 4,8``: K ingredients, ingredient i on part i of a random or METIS cut, the
+whole-graph long model, its SWA and DDP trained once per K, trunk and seed).
 """
 from __future__ import annotations
 
@@ -234,6 +238,7 @@ def table(records: list[dict]) -> tuple[list[str], dict]:
             + " | GIS − best | epochs (ingr. / long) | s: trunk / train / soups |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     gains, versus_long, versus_swa, wins, ties, by_trunk, real = [], [], [], 0, 0, {}, []
+    without_products = []  # one seed and the largest gains: the mean without them says how much they weigh
     part_gains, versus_ddp, ddp_bytes = collections.defaultdict(dict), [], []
     for (cell, trunk, cap), rs in sorted(groups.items()):
         metric = rs[0]["metric"]
@@ -263,8 +268,10 @@ def table(records: list[dict]) -> tuple[list[str], dict]:
             wins += gain > 0  # a win is above the best ingredient; a tie is counted apart
             ties += gain == 0
             by_trunk.setdefault((cell, cap), {})[trunk] = gain  # the trunk's effect at one cap, not across caps
-            if not cell.startswith("csbm"):
+            if not cell.startswith(("csbm", "dcsbm")):
                 real.append(gain)
+            if "products" not in cell:
+                without_products.append(gain)
         cells_text = [means[row][1] + (" ↓" if row not in ("best",) and means[row][0] is not None
                                        and means[row][0] < means["best"][0] else "") for row in ROWS]
         long_epochs = [r["epochs_long"] for r in rs if "epochs_long" in r]
@@ -277,6 +284,8 @@ def table(records: list[dict]) -> tuple[list[str], dict]:
     trunk_gain = [g[max(g)] - g[0] for g in by_trunk.values() if 0 in g and len(g) > 1]
     figures = {"gis_wins": wins, "gis_ties": ties, "cells": len(gains),
                "gis_mean_gain": round(statistics.fmean(gains), 3) if gains else "nan",
+               "gis_mean_gain_without_products": round(statistics.fmean(without_products), 3)
+               if without_products else "nan",
                "gis_vs_long": round(statistics.fmean(versus_long), 3) if versus_long else "nan",
                "gis_vs_long_swa": round(statistics.fmean(versus_swa), 3) if versus_swa else "nan",
                "cells_long_swa": len(versus_swa),

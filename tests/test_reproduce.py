@@ -162,6 +162,7 @@ def test_payoff_summary_splits_real_from_synthetic_graphs_and_pairs_trunks_at_on
     assert figures["cells"] == 6 and figures["gis_wins"] == 5
     assert figures["cells_real"] == 2 and figures["gis_wins_real"] == 1 and figures["gis_mean_gain_real"] == 0.0
     assert figures["gis_mean_gain"] == round((-1 + 1 + 1 + 4 + 3 + 12) / 6, 3)
+    assert figures["gis_mean_gain_without_products"] == round((-1 + 1 + 1 + 4) / 4, 3)
     # Cora: +2 (from -1 to +1), csbm-arxiv: +3; products' two settings ran at different caps: no pair
     assert figures["trunk_gain"] == 2.5
     assert figures["gis_vs_long_swa"] == "nan" and figures["cells_long_swa"] == 0
