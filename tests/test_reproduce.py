@@ -266,3 +266,16 @@ def test_mistakes_are_refused_before_torch_is_imported(capsys, monkeypatch):
     assert fail_fast.main(["--repeats", "1"]) == 0
     figures = dict(pair.split("=") for pair in capsys.readouterr().out.strip().splitlines()[-1].split())
     assert figures["torch_imported"] == "0" and {"dataset_s", "config_s", "flag_s", "model_s"} <= set(figures)
+
+
+@pytest.mark.benchmark
+def test_the_user_model_soup_benchmark_times_every_soup_against_an_ingredient(planetoid_root, capsys, monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    import user_model_soups
+
+    assert user_model_soups.main(["--root", str(planetoid_root), "--epochs", "3", "--ingredients", "2"]) == 0
+    figures = dict(pair.split("=") for pair in capsys.readouterr().out.strip().splitlines()[-1].split())
+    assert {"ingredient_s", "uniform_s", "greedy_s", "gis_s", "ensemble_s", "slowest_soup_vs_ingredient"} == set(figures)
+    assert float(figures["slowest_soup_vs_ingredient"]) == pytest.approx(
+        max(float(figures[k]) for k in ("uniform_s", "greedy_s", "gis_s", "ensemble_s")) / float(figures["ingredient_s"]),
+        abs=0.01 + 0.01 / float(figures["ingredient_s"]))
