@@ -58,7 +58,7 @@ def main(argv=None) -> None:
     from ladle.sampling import build_sampler
     from ladle.sampling.partition import metis_parts, random_membership
     from ladle.store import RunDir
-    from ladle.train import batch_loss
+    from ladle.trainer import batch_loss
 
     run = RunDir(args.run)
     config = run.config()

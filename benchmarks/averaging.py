@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     from ladle.data import load_graph
     from ladle.evaluation.evaluator import split_scores
     from ladle.models import build_model
-    from ladle.train import train_ingredient
+    from ladle.trainer import train_ingredient
 
     plan = argparse.Namespace(root=args.root, shared=args.shared, workers=1, products=False, quick=False,
                               products_trunk=2, products_epochs=10, products_patience=3)

@@ -62,7 +62,7 @@ def shape(graph) -> dict:
 
 def accuracy(preset: str, nodes: int, signal: float, args) -> dict:
     from ladle.config import build_config
-    from ladle.train import train_ingredient
+    from ladle.trainer import train_ingredient
 
     began = time.perf_counter()
     graph, name = generate(preset, nodes, signal)

@@ -217,7 +217,7 @@ def fullbatch(args) -> dict:
     from ladle.models.gcn import GCN
     from ladle.models.options import ModelConfig
     from ladle.sampling.options import SamplerConfig
-    from ladle.train import train_ingredient
+    from ladle.trainer import train_ingredient
 
     dataset = "csbm:nodes=3000,degree=20,features=100,classes=47" if args.tiny else "csbm-products"
     epochs = 3 if args.tiny else args.epochs

@@ -143,7 +143,7 @@ def ladle_side(args) -> dict:
     from ladle.models import build_model
     from ladle.sampling import build_sampler
     from ladle.soups import Ingredient, get_soup
-    from ladle.train import batch_loss, train_ingredient
+    from ladle.trainer import batch_loss, train_ingredient
 
     graph = load_graph(f"npz:{args.npz}#0")
     config = build_config({"dataset": f"npz:{args.npz}#0", "ingredients": 4, "seed": 0,

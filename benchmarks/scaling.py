@@ -89,7 +89,7 @@ class MemoryMonitor:
 
 def _idle_worker(ready, done) -> None:
     import ladle.engines.process  # noqa: F401  (what every worker imports before training)
-    import ladle.train  # noqa: F401
+    import ladle.trainer  # noqa: F401
 
     ready.set()
     done.wait(60)

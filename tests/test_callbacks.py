@@ -185,3 +185,67 @@ def test_a_missing_tracker_package_is_one_clear_error_before_training(monkeypatc
     assert "ladle[wandb]" in err.value.fix
     assert main(["run", "--dataset", SMALL, "--log", "wandb", "--out", str(tmp_path / "run")]) == 2
     assert not (tmp_path / "run").exists()
+
+
+class StopAt(ladle.Callback):
+    """Asks ``names`` (every model when None) to stop once they reach ``epoch``."""
+
+    def __init__(self, epoch: int, names=None):
+        self.epoch, self.names, self.asked = epoch, names, []
+
+    def on_epoch(self, ingredient, epoch, metrics):
+        if (self.names is None or ingredient in self.names) and epoch >= self.epoch and not metrics.get("stopped"):
+            self.asked.append((ingredient, epoch))
+            raise ladle.StopIngredient(f"enough at {epoch}")
+
+
+def sidecar(run, name):
+    return json.loads((run / "ingredients" / f"{name}.json").read_text())
+
+
+def test_a_callback_stops_one_ingredient_at_that_epoch_on_serial_and_the_reason_is_recorded(tmp_path):
+    base = {"dataset": SMALL, "ingredients": 2, "train": {"epochs": 6, "patience": 0}, "soups": ["uniform"],
+            "engine": {"name": "serial"}}
+    stop = StopAt(2, names={"ingredient-01"})
+    results = api.run(base, tmp_path / "run", callbacks=[stop], progress=False)
+    assert stop.asked == [("ingredient-01", 2)]  # asked once: the model stopped at the epoch it was asked at
+    stopped = sidecar(tmp_path / "run", "ingredient-01")
+    assert stopped["stopped"] == {"reason": "enough at 2", "asked_at_epoch": 2, "by": "StopAt", "epoch": 2}
+    assert stopped["epochs_trained"] == 2 and [h["epoch"] for h in stopped["history"]] == [1, 2]
+    other = sidecar(tmp_path / "run", "ingredient-00")
+    assert other["epochs_trained"] == 6 and "stopped" not in other
+    entry = next(r for r in results["ingredients"] if r["name"] == "ingredient-01")
+    assert entry["stopped"]["reason"] == "enough at 2"
+    # What it keeps is what a 2-epoch cap gives: its best validated weights of epochs 1 and 2, bit for bit.
+    capped = api.train({**base, "train": {"epochs": 2, "patience": 0}}, tmp_path / "capped", progress=False)[0]
+    from ladle.store import RunDir
+
+    mine, _ = RunDir(tmp_path / "run").load_checkpoint(RunDir(tmp_path / "run").config().ingredient_specs()[1])
+    theirs, _ = RunDir(capped.path).load_checkpoint(RunDir(capped.path).config().ingredient_specs()[1])
+    assert all(mine[k].equal(theirs[k]) for k in theirs)
+    table = (tmp_path / "run" / "report.md").read_text()
+    assert "stopped by a callback at epoch 2: enough at 2" in table
+
+
+@pytest.mark.parametrize("workers", [2])
+def test_a_callback_stops_the_ingredients_of_process_workers(tmp_path, workers):
+    """The stop travels to the worker, which ends at the first epoch end after it arrives (well before the cap)."""
+    cap = 3000
+    run = {"dataset": SMALL, "ingredients": 2, "train": {"epochs": cap, "patience": 0}, "soups": ["uniform"],
+           "engine": {"name": "process", "workers": workers}}
+    api.run(run, tmp_path / "run", callbacks=[StopAt(1)], progress=False)
+    for name in ("ingredient-00", "ingredient-01"):
+        stopped = sidecar(tmp_path / "run", name)["stopped"]
+        assert stopped["asked_at_epoch"] == 1 and stopped["reason"] == "enough at 1"
+        assert 1 <= stopped["epoch"] < cap and sidecar(tmp_path / "run", name)["epochs_trained"] == stopped["epoch"]
+
+
+def test_stop_ingredient_raised_outside_on_epoch_is_ignored_and_logged(tmp_path, caplog):
+    class Odd(ladle.Callback):
+        def on_ingredient_end(self, ingredient, summary):
+            raise ladle.StopIngredient("too late")
+
+    odd = Odd()
+    api.run(config(), tmp_path / "run", callbacks=[odd], progress=False)
+    assert "where nothing trains" in caplog.text
+    assert all("stopped" not in sidecar(tmp_path / "run", n) for n in ("ingredient-00", "ingredient-01"))

@@ -13,7 +13,7 @@ from ladle.engines.base import IngredientStore
 from ladle.errors import LadleError
 from ladle.sampling.options import SamplerConfig
 from ladle.store import RunDir
-from ladle.train import train_ingredient
+from ladle.trainer import train_ingredient
 
 GRAPH = "csbm:nodes=300,classes=3,features=8,degree=4,seed=3"
 

@@ -150,6 +150,26 @@ def test_ray_engine_gives_bit_identical_weights(serial_run, ray_cluster, tmp_pat
     assert {e[0] for e in events} == {"ingredient-00", "ingredient-01", "ingredient-02"}
 
 
+def test_a_callback_stops_ray_tasks_through_the_board(ray_cluster, tmp_path):
+    """A callback's stop reaches a Ray task through the run's board actor: each model ends well before its cap."""
+    import json
+
+    import ladle
+
+    class StopAtOne(ladle.Callback):
+        def on_epoch(self, ingredient, epoch, metrics):
+            if not metrics.get("stopped"):
+                raise ladle.StopIngredient("enough")
+
+    cap = 3000
+    base = {"dataset": "csbm:nodes=300,classes=3,features=8", "ingredients": 2, "soups": ["uniform"],
+            "train": {"epochs": cap, "patience": 0}, "engine": {"name": "ray", "address": ray_cluster}}
+    api.train(build_config(base), tmp_path / "run", callbacks=[StopAtOne()], progress=False)
+    for name in ("ingredient-00", "ingredient-01"):
+        stopped = json.loads((tmp_path / "run" / "ingredients" / f"{name}.json").read_text())["stopped"]
+        assert stopped["reason"] == "enough" and stopped["asked_at_epoch"] == 1 and 1 <= stopped["epoch"] < cap
+
+
 def on_every_engine(base: dict, ray_cluster: str, tmp_path: Path) -> dict[str, dict[str, bytes]]:
     """The stored weights of ``base`` trained on the serial, process and Ray engines, by engine."""
     runs = {}

@@ -208,7 +208,7 @@ def test_training_keeps_the_best_validation_weights():
     from ladle.data import load_graph
     from ladle.evaluation import split_scores
     from ladle.models import build_model
-    from ladle.train import train_ingredient
+    from ladle.trainer import train_ingredient
 
     graph = load_graph(SMALL)
     spec = small_config(train={"epochs": 30, "eval_every": 3}).ingredient_specs()[0]

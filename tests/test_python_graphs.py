@@ -211,3 +211,19 @@ def test_dir_of_ladle_lists_the_public_api_before_it_is_imported():
     names = set(out[0].split())
     assert {"load_graph", "load_model", "Callback", "TensorBoardLogger", "save_npy", "run", "soup"} <= names
     assert out[1] == "False"  # listing them imports nothing
+
+
+def test_every_public_name_is_what_it_names_after_every_module_is_imported():
+    """A submodule named like a public function would replace it on the package once imported (``ladle.train`` was
+    the training module after the first run): each public name stays the object ``__all__`` promises."""
+    import subprocess
+    import sys
+
+    code = ("import importlib, pkgutil, ladle\n"
+            "for m in pkgutil.walk_packages(ladle.__path__, 'ladle.'):\n"
+            "    if not m.name.startswith(('ladle.engines.ray', 'ladle.examples')):\n"
+            "        importlib.import_module(m.name)\n"
+            "import types\n"
+            "print(' '.join(n for n in ladle.__all__ if isinstance(getattr(ladle, n), types.ModuleType)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"these public names are modules: {out}"

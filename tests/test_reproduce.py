@@ -12,6 +12,30 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def bench(name: str):
+    """A script of benchmarks/ imported as a module (its functions tested without running it)."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_the_readme_and_every_results_page_give_the_same_durations():
+    """How long reproduce.py takes is said once, in reproduce.py, and quoted as it is everywhere a user reads it."""
+    reproduce = bench("reproduce")
+
+    def text(path):
+        return " ".join((ROOT / path).read_text().split())
+
+    for path in ("README.md", "docs/RESULTS.md"):
+        assert reproduce.QUICK_DURATION in text(path), path
+    for path in ("README.md", "docs/RESULTS.md", "docs/full/RESULTS.md", "docs/quick/RESULTS.md"):
+        assert reproduce.FULL_DURATION in text(path), path
+
+
 def reproduce(tmp_path, planetoid_root, *extra):
     command = [sys.executable, str(ROOT / "benchmarks" / "reproduce.py"), "--smoke", "--work", str(tmp_path / "work"),
                "--root", str(planetoid_root), *extra]
@@ -117,11 +141,7 @@ def test_a_stopped_small_sweep_adds_its_time_when_resumed(tmp_path, monkeypatch)
 @pytest.mark.benchmark
 def test_payoff_table_counts_only_each_cells_planned_cap():
     """A cell rerun with a higher epoch cap shows its earlier rows, marked, and only the plan's cap counts."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import payoff
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    payoff = bench("payoff")
 
     def record(cap, seed, best, gis, long):
         return {"cell": "g sage neighbor", "metric": "acc", "trunk": 2, "seed": seed, "epoch_cap": cap,
@@ -143,11 +163,7 @@ def test_payoff_table_counts_only_each_cells_planned_cap():
 def test_payoff_summary_splits_real_from_synthetic_graphs_and_pairs_trunks_at_one_cap():
     """The last line gives GIS's gain over the real graphs alone beside all cells, and the trunk's effect only
     between the two trunk settings of one cell at one epoch cap."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import payoff
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    payoff = bench("payoff")
 
     def record(cell, trunk, cap, best, gis):
         return {"cell": cell, "metric": "acc", "trunk": trunk, "seed": 0, "epoch_cap": cap, "best": best,
@@ -176,11 +192,7 @@ def test_payoff_summary_splits_real_from_synthetic_graphs_and_pairs_trunks_at_on
 def test_payoff_variants_change_every_models_training_and_name_their_rows():
     """--average and --weight-decay give every cell's models (ingredients, long model) those settings, under a
     label of their own, so their records never mix with the plan's."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import payoff
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    payoff = bench("payoff")
     args = payoff.argparse.Namespace(shared="shared", products=False, quick=False, average="none", weight_decay=None)
     plan = payoff.cells(args)
     args.average, args.weight_decay = "swa", 0.0
@@ -244,11 +256,7 @@ def test_payoff_partition_cells_train_each_ingredient_on_its_part_beside_every_r
 
 @pytest.mark.benchmark
 def test_payoff_counts_a_tie_apart_from_a_win():
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        import payoff
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
+    payoff = bench("payoff")
     records = [{"cell": f"c{i}", "metric": "acc", "trunk": 0, "seed": 0, "epoch_cap": 5, "best": 0.7, "long": 0.7,
                 "gis": gis, "epochs_ingredients": [5], "epochs_long": 20,
                 "seconds": {"trunk": 0.0, "training": 1.0, "soups": 1.0}} for i, gis in enumerate((0.7, 0.71, 0.69))]

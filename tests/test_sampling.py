@@ -219,7 +219,7 @@ def test_saint_batches_are_induced_and_weighted(graph):
 ])
 def test_sampled_training_is_bit_identical_for_one_seed(sampler, tmp_path, monkeypatch):
     monkeypatch.setenv("LADLE_CACHE", str(tmp_path))
-    from ladle.train import train_ingredient
+    from ladle.trainer import train_ingredient
 
     g = load_graph("csbm:nodes=600,classes=3,features=8")
     spec = build_config({"dataset": "csbm", "sampler": sampler, "train": {"epochs": 3},

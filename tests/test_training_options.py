@@ -10,8 +10,8 @@ from ladle.data import load_graph
 from ladle.models import build_model
 from ladle.seeding import seed_everything
 from ladle.store import spec_differences
-from ladle.train import loss_fn, train_ingredient
 from ladle.train_options import TrainConfig
+from ladle.trainer import loss_fn, train_ingredient
 
 SMALL = "csbm:nodes=300,classes=3,features=8,seed=3"
 

@@ -11,7 +11,7 @@ from ladle.cli import main
 from ladle.config import build_config
 from ladle.data import load_graph
 from ladle.store import RunDir
-from ladle.train import train_ingredient
+from ladle.trainer import train_ingredient
 
 SMALL = "csbm:nodes=400,classes=3,features=8"
 
@@ -189,7 +189,7 @@ def test_every_engine_trains_the_same_trunk_and_ingredients(trunk_run, tmp_path,
 def test_early_stopping_stops_where_a_hand_made_validation_curve_says(monkeypatch):
     import importlib
 
-    train = importlib.import_module("ladle.train")  # (the package's ``train`` is the pipeline function)
+    train = importlib.import_module("ladle.trainer")  # (the package's ``train`` is the pipeline function)
     curve = iter([0.1, 0.5, 0.4, 0.45, 0.3, 0.9, 0.95])  # best at epoch 2, then two without a better one
 
     def scripted(model, graph, splits=("train", "val", "test"), chunk_size=0):

@@ -19,10 +19,10 @@ _PUBLIC = {
     "build_config": "ladle.config", "load_config": "ladle.config", "ModelConfig": "ladle.models.options",
     "Graph": "ladle.data.graph", "load_graph": "ladle.data.datasets", "LadleError": "ladle.errors",
     "RunDir": "ladle.store", "load_model": "ladle.models",
-    "IngredientRecord": "ladle.train", "train_ingredient": "ladle.train",
+    "IngredientRecord": "ladle.trainer", "train_ingredient": "ladle.trainer",
     "graph_from": "ladle.data.pyg_input", "save_npz": "ladle.data.npz", "save_npy": "ladle.data.npy",
     "Callback": "ladle.callbacks", "ProgressBar": "ladle.callbacks", "TensorBoardLogger": "ladle.callbacks",
-    "MLflowLogger": "ladle.callbacks", "WandbLogger": "ladle.callbacks",
+    "MLflowLogger": "ladle.callbacks", "WandbLogger": "ladle.callbacks", "StopIngredient": "ladle.callbacks",
     "allow_import": "ladle.models.python_model", "predict": "ladle.prediction",
 }
 __all__ = sorted(_PUBLIC)

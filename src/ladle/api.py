@@ -17,8 +17,9 @@ import torch
 from ladle.callbacks import Callback, Dispatch, ProgressBar
 from ladle.config import EngineConfig, RunConfig, build_config
 from ladle.data import Graph, load_graph
+from ladle.data.datasets import dataset_has, graph_name
 from ladle.data.pyg_input import graph_from
-from ladle.engines import get_engine
+from ladle.engines import ENGINES, get_engine
 from ladle.engines.base import Finished, IngredientStore, OnProgress
 from ladle.errors import LadleError
 from ladle.evaluation import Evaluator
@@ -27,6 +28,7 @@ from ladle.evaluation.memo import Remembering
 from ladle.models import check_weights
 from ladle.profiling import measure
 from ladle.report import write_report
+from ladle.sampling import SAMPLERS
 from ladle.soups import Ingredient, get_soup
 from ladle.store import RunDir, model_from_sidecar
 
@@ -94,7 +96,7 @@ def _with_model(config: RunConfig, model, resume: bool) -> RunConfig:
     if is_instance(name) and config.init != "shared":
         raise LadleError("a model instance gives one initialisation, and init = independent asks for one per "
                          "ingredient", fix="pass the model's class or a factory (in_channels, out_channels) instead")
-    if not importable(name) and config.engine.resolved != "serial":
+    if not importable(name) and not ENGINES.has(config.engine.resolved, "in-process"):
         what = "an instance" if is_instance(name) else "a lambda, a local class or one defined in __main__"
         raise LadleError(f"the model {name[len('python:'):]!r} cannot be imported by the {config.engine.resolved} "
                          f"engine's workers ({what})",
@@ -175,23 +177,26 @@ def _train_in(config, graph, run_dir, meta, runner, on_epoch, created, existed, 
             run_dir.log_timeline(replace(done, session=session))
             dispatch.finished(done)
 
-        store = _trunk(config, graph, store, run_dir, on_epoch, on_done)
+        store = _trunk(config, graph, store, run_dir, on_epoch, on_done, dispatch.stop_reason)
         log.info("training %d models of %s on %s with the %s engine", len(specs), config.model.name, graph.name,
                  engine.resolved)
         finished = runner.run(specs, graph, store, device=config.device, engine=engine,
-                              on_epoch=on_epoch, on_done=on_done)
+                              on_epoch=on_epoch, on_done=on_done, should_stop=dispatch.stop_reason)
         ddp = config.long_spec("ddp")
         if ddp is not None and not run_dir.has(ddp):  # after the ingredients: its K ranks take every core
             log.info("training the data-parallel baseline on %d ranks", ddp.ranks)
-            from ladle.ddp import train_ddp, train_ddp_on_ray
+            from ladle.ddp import train_ddp
 
-            if engine.resolved == "ray":
-                finished.append(train_ddp_on_ray(ddp, graph, store, device=config.device, engine=engine,
-                                                 on_epoch=on_epoch))
+            own = getattr(runner, "train_ddp", None)  # an engine that starts the ranks its own way (Ray: Ray Train)
+            if own is not None:
+                finished.append(own(ddp, graph, store, device=config.device, engine=engine, on_epoch=on_epoch))
             else:
                 finished.append(train_ddp(ddp, graph, store, device=config.device, threads=engine.threads,
                                           on_epoch=on_epoch))
             on_done(finished[-1])
+            if dispatch.stop_reason(ddp.name):
+                log.warning("%s: a callback asked it to stop; a data-parallel model trains on (its ranks would all "
+                            "have to agree)", ddp.name)
     except Exception:
         if created and not _stored_any(run_dir, config):  # nothing finished: leave no half-made run behind
             _remove_run(run_dir, keep_folder=existed)
@@ -278,7 +283,7 @@ def _both(first, second):
 
 
 def _trunk(config: RunConfig, graph: Graph, store: IngredientStore, run_dir: RunDir, on_epoch,
-           on_done) -> IngredientStore:
+           on_done, should_stop) -> IngredientStore:
     """Train and store the run's trunk unless it is stored; the store then carries its checksum to the workers."""
     from ladle.engines.base import train_and_store, worker_label
 
@@ -287,7 +292,8 @@ def _trunk(config: RunConfig, graph: Graph, store: IngredientStore, run_dir: Run
         return store
     if not run_dir.has(spec):
         done = train_and_store(spec, graph, store, device=config.device, threads=config.engine.threads,
-                               worker=worker_label("driver", 0), on_epoch=on_epoch)
+                               worker=worker_label("driver", 0), on_epoch=on_epoch,
+                               should_stop=lambda: should_stop(spec.name))
         on_done(done)
     _, sidecar = run_dir.load_checkpoint(spec)
     return replace(store, trunk_sha256=sidecar["sha256"])
@@ -356,7 +362,7 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
                 with no_downloads():
                     graph = load_graph(config.dataset, given)
             except LadleError as err:
-                if config.root == given or config.dataset.lower().startswith("csbm"):
+                if config.root == given or dataset_has(config.dataset, "generated"):
                     raise
                 raise LadleError(f"{err.message} (the run says its data was under {config.root!r}; ladle reads "
                                  "only a root you give it)", fix=f"pass --root {config.root} if you trust that "
@@ -402,7 +408,7 @@ def graph_source(run_dir: RunDir, config: RunConfig, *, graph=None, root=None, g
         inside = Path(os.path.abspath(graph_file)).is_relative_to(os.path.abspath(run_dir.path))
         return f"--graph {graph_file}" + (" (a file inside the run: the sender's own graph, so its scores show only "
                                           "that the run agrees with itself)" if inside else "")
-    if config.dataset.lower().startswith("csbm"):
+    if dataset_has(config.dataset, "generated"):
         return f"{config.dataset}, generated again from its seed"
     return f"{config.dataset} read from the root {DEFAULT_ROOT if root is None else str(root)!r}"
 
@@ -418,17 +424,11 @@ def names_graph(dataset: str, graph: Graph) -> bool:
     if dataset.startswith(PYTHON_PREFIX):
         return dataset == f"{PYTHON_PREFIX}{graph.name}"
     try:
-        if dataset.lower().startswith("npz:"):
-            from ladle.data.npz import parse_npz_spec
-
-            path, split = parse_npz_spec(dataset)
-            return graph.name == f"npz:{path.name}#{split}"
-        if dataset.lower().startswith("csbm"):
-            from ladle.data.csbm import csbm_name, parse_csbm_spec
-
-            return graph.name == csbm_name(parse_csbm_spec(dataset))
+        expected = graph_name(dataset)  # a file's or a generator's name, known from the spec
     except LadleError:
         return False
+    if expected is not None:
+        return graph.name == expected
     return normalise_name(graph.name) == normalise_name(dataset)
 
 
@@ -515,8 +515,8 @@ def _may_coincide(a, b) -> bool:
     whole graph each epoch, one initialisation, one part, no dropout; a user's model may have none)."""
     model = a.model
     no_dropout = model.name.startswith("python:") or (model.dropout == 0 and not model.input_dropout)
-    return (a.sampler.name == b.sampler.name == "full" and a.init_seed == b.init_seed and a.part == b.part
-            and a.trunk_epochs == b.trunk_epochs and no_dropout)
+    return (a.sampler.name == b.sampler.name and SAMPLERS.has(a.sampler.name, "whole-graph")
+            and a.init_seed == b.init_seed and a.part == b.part and a.trunk_epochs == b.trunk_epochs and no_dropout)
 
 
 def _refuse_unresolved_parts(run_dir: RunDir, recorded) -> None:
@@ -641,12 +641,16 @@ def make_soups(run_dir: RunDir, config: RunConfig, graph: Graph, methods, *, on_
     check_ingredients(run_dir, config, graph)
     if not soups:  # nothing to score: no evaluator (a parts: run's driver may hold the manifest alone)
         return
-    if "pls" in [m.name for m in soups] and not is_parts(graph):
+    wanted = {m.name for m in soups}
+    cuts = [parts for setting, method, parts in config.cuts()
+            if method == "metis" and setting.split(".")[:2] in [["soups", n] for n in wanted]]
+    if cuts and not is_parts(graph):
         # METIS over a large graph needs more memory than the evaluators built next: cut (and cache on disk) the
-        # partition learned soup's parts now, so that peak is not added to theirs.
+        # parts a soup cuts (the partition learned soup's) now, so that peak is not added to theirs.
         from ladle.sampling.partition import graph_parts
 
-        graph_parts(graph, config.soup("pls")["parts"], config.seed)
+        for parts in cuts:
+            graph_parts(graph, parts, config.seed)
     device = torch.device(config.eval.device or config.device)
     if is_parts(graph):  # layer by layer over the parts, spilled beside the run: never the whole graph
         from ladle.evaluation.streamed import PartsView, StreamedEvaluator
@@ -759,18 +763,12 @@ def load_ingredients(run_dir: RunDir, graph: Graph) -> tuple[list[Ingredient], o
 def _check_fits_graph(config: RunConfig, graph: Graph) -> None:
     """Settings that only the graph can refute, checked before any work starts."""
     n = graph.num_nodes
-    parts = config.partition.parts
-    if config.partition.method != "none" and parts > n:
-        raise LadleError(f"partition.parts = {parts}: cannot cut {n} nodes into that many parts",
-                         fix=f"use --parts {n} or fewer")
-    pls_parts = config.soup("pls")["parts"]
-    if "pls" in config.soups and pls_parts > n:
-        raise LadleError(f"soups.pls.parts = {pls_parts}: cannot cut {n} nodes into that many parts",
-                         fix=f"set parts = {n} or fewer in the [soups.pls] table")
-    for spec in config.ingredient_specs():
-        if spec.sampler.name == "cluster" and spec.sampler.parts > n:
-            raise LadleError(f"sampler.parts = {spec.sampler.parts} ({spec.name}): cannot cut {n} nodes into that "
-                             "many parts", fix=f"use --parts {n} or fewer")
+    for setting, _, parts in config.cuts():
+        if parts > n:
+            table, _, key = setting.rpartition(".")
+            raise LadleError(f"{setting} = {parts}: cannot cut {n} nodes into that many parts",
+                             fix=f"use --parts {n} or fewer" if table in ("partition", "sampler") else
+                             f"set {key} = {n} or fewer in the [{table}] table")
     from ladle.models import parameter_bytes
     from ladle.profiling import gib, memory_available, too_big
 

@@ -13,6 +13,19 @@ and ``train`` and ``val`` on the epochs that validate. The process and Ray engin
 to the driver, so a callback sees every ingredient wherever it trained. A callback that raises is reported once
 in the log and left out for the rest of the run: a tracker's failure never loses training.
 
+A callback stops a model by raising :class:`StopIngredient` from ``on_epoch``::
+
+    class StopBelow(ladle.Callback):
+        def on_epoch(self, ingredient, epoch, metrics):
+            if epoch >= 5 and metrics.get("val", 1.0) < 0.3:
+                raise ladle.StopIngredient(f"val {metrics['val']:.2f} < 0.3 at epoch {epoch}")
+
+The model stops at the end of an epoch, keeps its best validated weights (as early stopping does) and is stored;
+its sidecar's ``stopped`` records the reason, the epoch the callback saw and the epoch it stopped at. On the serial
+engine that is the same epoch; a process or Ray worker hears of it through the driver, at the end of the epoch it
+is training then. Ingredients, the trunk and the long baseline can be stopped; a DDP model cannot (its ranks would
+all have to agree), and a stop asked for it is logged and ignored.
+
 The three loggers write where their tool reads, without a server: TensorBoard event files
 (``tensorboard --logdir DIR``), a local MLflow store (``DIR/mlflow.db``), and an offline
 Weights & Biases run (``wandb sync DIR/wandb/offline-run-*``). Each needs its extra: ``pip install
@@ -45,8 +58,22 @@ class Callback:
         """The run is over (or failed): flush and release what the callback holds."""
 
 
+class StopIngredient(Exception):
+    """Raised by a callback's ``on_epoch``: stop that model at the end of an epoch, for ``reason``.
+
+    Args:
+        reason (str): why, recorded in the model's sidecar (``stopped.reason``) and the log.
+    """
+
+    def __init__(self, reason: str = "stopped by a callback"):
+        super().__init__(reason)
+        self.reason = str(reason)
+
+
 class Dispatch:
-    """The run's callbacks behind the engines' progress signature; a failing callback is dropped, once."""
+    """The run's callbacks behind the engines' progress signature; a failing callback is dropped, once.
+
+    The stops the callbacks asked for are kept here, and the engines ask :meth:`stop_reason` for them."""
 
     def __init__(self, callbacks: Sequence[Callback]):
         for callback in callbacks:
@@ -54,6 +81,7 @@ class Dispatch:
                 raise LadleError(f"callbacks must be ladle.Callback instances, got {type(callback).__name__}",
                                  fix="subclass ladle.Callback and override on_epoch, on_ingredient_end or on_soup_end")
         self.callbacks = list(callbacks)
+        self.stops: dict[str, dict] = {}  # model name -> what stopping it asked: reason, epoch, callback
 
     def __bool__(self) -> bool:
         return bool(self.callbacks)
@@ -62,6 +90,15 @@ class Dispatch:
         for callback in list(self.callbacks):
             try:
                 getattr(callback, hook)(*args)
+            except StopIngredient as stop:
+                if hook != "on_epoch":
+                    log.warning("callback %s raised StopIngredient in %s, where nothing trains; ignored",
+                                type(callback).__name__, hook)
+                elif args[0] not in self.stops:
+                    log.info("%s: callback %s asks it to stop at epoch %d: %s", args[0], type(callback).__name__,
+                             args[1], stop.reason)
+                    self.stops[args[0]] = {"reason": stop.reason, "asked_at_epoch": args[1],
+                                           "by": type(callback).__name__}
             except Exception as err:  # a tracker's bug or a full disk must not stop the training
                 log.warning("callback %s failed in %s and is left out from now on: %s", type(callback).__name__,
                             hook, err)
@@ -73,6 +110,10 @@ class Dispatch:
         if not metrics:  # early stopping's closing event: the epoch count is now final
             metrics["stopped"] = True
         self._call("on_epoch", name, epoch, {**metrics, "best_val": best_val, "epochs": epochs, "worker": worker})
+
+    def stop_reason(self, name: str) -> dict | None:
+        """The stop a callback asked for model ``name`` (``reason``, ``asked_at_epoch``, ``by``), or None."""
+        return self.stops.get(name)
 
     def finished(self, done) -> None:
         self._call("on_ingredient_end", done.name, {"val": done.val, "test": done.test, "seconds": done.seconds,

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ladle.errors import LadleError
+from ladle.soups import DEFAULT_PREDICTOR
 
 console = Console()
 errors = Console(stderr=True)
@@ -173,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     predict = sub.add_parser("predict", help="write one prediction per node with a stored model")
     predict.add_argument("run_dir", type=Path)
     _add_graph_flags(predict)
-    predict.add_argument("--model", default="gis",
+    predict.add_argument("--model", default=DEFAULT_PREDICTOR,
                          help="a soup (gis, greedy, uniform, ensemble), an ingredient or a baseline (long, long-swa, ddp)")
     predict.add_argument("--output", default="labels", choices=["labels", "proba", "logits", "embeddings"],
                          help="labels: class ids; proba, logits: [N, C] per class (the ensemble's logits: log of its "
@@ -216,12 +217,16 @@ def _add_graph_flags(p: argparse.ArgumentParser) -> None:
                         "folder (checked by fingerprint; never the place the run names)")
 
 
-def _config_path(text: str) -> Path:
-    if text.startswith("example:"):
-        from ladle.examples import example_path
+def _config_values(text: str) -> dict:
+    """A config file's tables, or an example's (``example:NAME``, shipped or generated)."""
+    from ladle.config import load_toml
 
-        return example_path(text.split(":", 1)[1])
-    return Path(text)
+    if text.startswith("example:"):
+        from ladle.examples import example_text
+        from ladle.tomlio import parse_toml
+
+        return parse_toml(example_text(text.split(":", 1)[1]), text)
+    return load_toml(Path(text))
 
 
 def _names(text: str) -> list[str]:
@@ -354,13 +359,13 @@ def _comma_list(text: str) -> list[str]:
 
 
 def config_from_args(args):
-    from ladle.config import build_config, load_toml
+    from ladle.config import build_config
 
     overrides = {flag.key: getattr(args, flag.dest) for flag in run_flags()}
     if args.partition not in (None, "none") and args.parts is not None:
         # With --partition, --parts counts the partition's parts (Graph Ladling's K), not ClusterGCN's.
         overrides["partition.parts"] = overrides.pop("sampler.parts")
-    file_values = load_toml(_config_path(args.config)) if args.config else None
+    file_values = _config_values(args.config) if args.config else None
     try:
         return build_config(file_values, overrides, source=str(args.config or "flags"))
     except LadleError as err:
@@ -602,10 +607,10 @@ def cmd_verify(args) -> int:
 
 
 def cmd_examples(args) -> int:
-    from ladle.examples import example_path, examples
+    from ladle.examples import example_text, examples
 
     if args.name:
-        print(example_path(args.name).read_text(), end="")
+        print(example_text(args.name), end="")
         return 0
     table = Table(title="example configs: ladle run --config example:NAME, or ladle examples NAME > my.toml")
     for column in ("name", "what it shows"):

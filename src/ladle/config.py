@@ -24,11 +24,12 @@ from ladle.sampling.options import (
     Recipe,
     SamplerConfig,
     option_names,
+    per_layer_options,
     recipes_from_table,
     sampler_from_table,
 )
 from ladle.seeding import derive_seed
-from ladle.soups.options import DEFAULT_SOUPS, soups_from_tables
+from ladle.soups.options import DEFAULT_SOUPS, LEGACY_TABLE, soups_from_tables
 from ladle.tomlio import dump_toml, load_toml  # noqa: F401  (dump_toml: re-exported for config users)
 from ladle.train_options import EvalConfig, TrainConfig, TrunkConfig, omitted_at_before
 
@@ -103,9 +104,12 @@ class RunConfig(Options):
                              fix="give device cpu or cuda (its command-line flag, or the config file)")
         for where, sampler in [("sampler", self.sampler)] + [(f"recipes[{i}].sampler", r.sampler)
                                                             for i, r in enumerate(self.recipes)]:
-            if sampler.name == "neighbor" and len(sampler.fanouts) != self.model.layers:
-                raise LadleError(f"{where}.fanouts has {len(sampler.fanouts)} entries for a {self.model.layers}-layer "
-                                 "model", fix="give one fanout per layer, for example --fanouts 15,10 for 2 layers")
+            for f in per_layer_options(sampler.name):  # declared on the sampler's options: one value per layer
+                given = getattr(sampler, f.name)
+                if len(given) != self.model.layers:
+                    raise LadleError(f"{where}.{f.name} has {len(given)} entries for a {self.model.layers}-layer "
+                                     "model", fix=f"give one per layer, for example --{f.name.replace('_', '-')} "
+                                                  f"{','.join(map(str, given[:1] * self.model.layers))}")
         if self.partition.method != "none" and not self.partition.parts:  # K resolved once: specs, sidecars, TOML
             object.__setattr__(self, "partition", replace(self.partition, parts=self.ingredients))
         if self.recipes and sum(r.count for r in self.recipes) != self.ingredients:
@@ -118,6 +122,22 @@ class RunConfig(Options):
 
         given, cls = dict(self.soup_options).get(name), SOUPS.options(name)
         return (given or cls()).to_dict() if cls is not None else {}
+
+    def cuts(self) -> list[tuple[str, str, int]]:
+        """Every cut of the graph the run asks for before anything trains, as ``(setting, method, parts)``: the
+        partition's, and each sampler's and soup's option declared ``cuts`` (:func:`ladle.options.option`)."""
+        from ladle.options import marked
+        from ladle.sampling import SAMPLERS
+        from ladle.soups import SOUPS
+
+        found = [("partition.parts", self.partition.method, self.partition.parts)] * (self.partition.method != "none")
+        for sampler in dict.fromkeys([self.sampler, *(r.sampler for r in self.recipes)]):
+            found += [(f"sampler.{f.name}", f.metadata["cuts"], getattr(sampler, f.name))
+                      for f in marked(SAMPLERS.options(sampler.name), "cuts")]
+        for name in self.soups:
+            found += [(f"soups.{name}.{f.name}", f.metadata["cuts"], self.soup(name)[f.name])
+                      for f in marked(SOUPS.options(name), "cuts")]
+        return found
 
     def _spec(self, index: int, sampler: SamplerConfig, data_seed: int, **more) -> IngredientSpec:
         return IngredientSpec(index=index, model=self.model, train=more.pop("train", self.train),
@@ -190,7 +210,7 @@ class RunConfig(Options):
 # ---------------------------------------------------------------- building
 
 
-TABLES = ("model", "train", "sampler", "partition", "engine", "trunk", "eval", "soups", "learned")
+TABLES = ("model", "train", "sampler", "partition", "engine", "trunk", "eval", "soups", LEGACY_TABLE)
 NAMED = ("model", "sampler", "engine")  # the tables a plain string may stand for: their member's name
 
 
@@ -213,10 +233,10 @@ def build_config(file_values: dict | None = None, overrides: dict | None = None,
     tables = {t: {k.split(".", 1)[1]: values.pop(k) for k in list(values) if k.startswith(f"{t}.")} for t in TABLES}
     if values:
         raise LadleError(f"{source}: unknown key {sorted(values)[0]!r}", fix=suggest(sorted(values)[0], _known_keys()))
-    model = model_config(tables["model"] or {"name": "gcn"}, source)
+    model = model_config(tables["model"], source)
     train = TrainConfig.build({**type(model).train_defaults, **tables["train"]}, source)
     sampler = sampler_from_table(tables["sampler"], {k.split(".", 1)[1] for k in flags if k.startswith("sampler.")})
-    soups, soup_options = soups_from_tables(tables["soups"], tables["learned"], top.pop("soups", None), source)
+    soups, soup_options = soups_from_tables(tables["soups"], tables[LEGACY_TABLE], top.pop("soups", None), source)
     if "ingredients" not in top and (count := sum(r.count for r in recipes) or parts_count(top.get("dataset"))):
         top["ingredients"] = count  # as many as the recipes name, or one per part of a parts:PDIR graph
     return RunConfig(**top, soups=soups, soup_options=soup_options, model=model, train=train, sampler=sampler,

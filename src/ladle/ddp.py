@@ -51,7 +51,7 @@ def check_plan(spec) -> None:
 
 
 class Shard:
-    """What makes :func:`ladle.train.train_ingredient` one rank of K: its share of every step's seed nodes, the
+    """What makes :func:`ladle.trainer.train_ingredient` one rank of K: its share of every step's seed nodes, the
     model wrapped in DDP with the all-reduce counted, and a dropout stream of its own.
 
     Args:
@@ -101,7 +101,7 @@ def _rank(rank, spec, graph, store, device, threads, rendezvous, channel) -> Non
 
     from ladle.engines.base import Finished, device_for, worker_memory
     from ladle.engines.process import _die_with_parent
-    from ladle.train import train_ingredient
+    from ladle.trainer import train_ingredient
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the ranks
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -279,7 +279,7 @@ def _ray_rank(loop: dict) -> None:
 
     from ladle.engines.base import Finished, worker_memory
     from ladle.engines.ray_cluster import graph_from_payload
-    from ladle.train import train_ingredient
+    from ladle.trainer import train_ingredient
 
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()

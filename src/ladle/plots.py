@@ -33,7 +33,9 @@ def metric_label(results: dict, split: str) -> str:
 
 
 def _recipe(ingredient: dict) -> str:
-    sampler = (ingredient.get("sampler") or {}).get("name", "full")
+    from ladle.sampling import DEFAULT_SAMPLER
+
+    sampler = (ingredient.get("sampler") or {}).get("name", DEFAULT_SAMPLER)
     part = (ingredient.get("partition") or {}).get("part")
     return sampler + ("" if part is None else f", part {part}")
 

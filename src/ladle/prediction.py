@@ -19,12 +19,13 @@ import torch
 from ladle.errors import LadleError
 from ladle.evaluation.evaluator import ensemble_probabilities, probabilities_as_logits, whole_graph_logits
 from ladle.models import graph_input, rebuild
+from ladle.soups import DEFAULT_PREDICTOR, SOUPS
 from ladle.store import RunDir
 
 OUTPUTS = ("labels", "proba", "logits", "embeddings")
 
 
-def predict(run_dir: str | Path, name: str = "gis", output: str = "proba", *, graph=None,
+def predict(run_dir: str | Path, name: str = DEFAULT_PREDICTOR, output: str = "proba", *, graph=None,
             root: str | Path | None = None, graph_file: str | Path | None = None) -> torch.Tensor:
     """One row per node of ``output`` (see the module) from the stored model ``name`` of a run.
 
@@ -34,7 +35,7 @@ def predict(run_dir: str | Path, name: str = "gis", output: str = "proba", *, gr
     return _predicted(run_dir, name, output, graph, root, graph_file)[0]
 
 
-def prediction_rows(run_dir: str | Path, name: str = "gis", output: str = "labels", *, graph=None,
+def prediction_rows(run_dir: str | Path, name: str = DEFAULT_PREDICTOR, output: str = "labels", *, graph=None,
                     root: str | Path | None = None, graph_file: str | Path | None = None) -> tuple[list[str], list]:
     """The CSV's header and rows: ``node, split, prediction`` (multi-label: space-separated label ids), or
     ``node, split`` and one column per class or embedding dimension."""
@@ -56,7 +57,7 @@ def _predicted(run_dir, name, output, graph, root, graph_file):
         raise LadleError(f"unknown prediction output {output!r}", fix=f"choose one of {', '.join(OUTPUTS)}")
     run = RunDir(run_dir)
     config = run.config()
-    names = run.ingredient_names() if name == "ensemble" else [name]
+    names = run.ingredient_names() if SOUPS.has(name, "predictions") else [name]  # the members' predictions
     if output == "embeddings" and len(names) > 1:
         raise LadleError("the ensemble has no embeddings: its members' hidden spaces are not one space",
                          fix="ask for the embeddings of a soup or one ingredient (--model gis), or proba/logits")

@@ -2,9 +2,18 @@
 
 An entry names its implementation by import path (loaded when first used, so listing a family or
 reading a config imports no torch), its options dataclass (the same, declared beside the code), a
-reference and one line of help. Adding a member is its own file plus one ``add`` line in its
-family's registry; a test or a user's own code can ``add`` one at run time with the objects
-themselves.
+reference and one line of help, and the traits the code outside its family asks about instead of
+naming it. Adding a member is its own file plus one ``add`` line in its family's registry; a test or a
+user's own code can ``add`` one at run time with the objects themselves.
+
+Traits (what a member needs or produces, declared on its entry):
+
+- sampler ``whole-graph``: each batch is the whole graph (drawn on the model's device; nothing random in it);
+- soup ``predictions``: it produces predictions (its members' weights kept), not one set of weights;
+- soup ``curves``: its trace holds interpolation curves the report plots.
+
+What a member's *options* need is declared on them (:func:`ladle.options.option`): ``cuts`` (a METIS cut of that
+many parts, checked and prepared before work starts) and ``per_layer`` (one value per layer of the model).
 """
 from __future__ import annotations
 
@@ -23,6 +32,7 @@ class Entry:
     help: str = ""
     aliases: tuple[str, ...] = ()
     reference: str = ""  # where the member comes from: a paper, or a dataset's source
+    traits: frozenset = frozenset()  # what code outside the family asks about (see the module)
 
     def load(self) -> Any:
         if isinstance(self.target, str):
@@ -52,8 +62,8 @@ class Registry:
         self._keys: dict[str, str] = {}
 
     def add(self, name: str, target: Any, options: Any = None, help: str = "", aliases: tuple[str, ...] = (),
-            reference: str = "") -> Entry:
-        entry = Entry(name, target, options, help, tuple(aliases), reference)
+            reference: str = "", traits: tuple[str, ...] = ()) -> Entry:
+        entry = Entry(name, target, options, help, tuple(aliases), reference, frozenset(traits))
         self.entries[name] = entry
         for key in (name, *aliases):
             self._keys[normalise_name(key)] = name
@@ -86,3 +96,10 @@ class Registry:
 
     def options(self, name: str):
         return self[name].options_class()
+
+    def has(self, name: str, trait: str) -> bool:
+        """Whether member ``name`` (a known one) declares ``trait``; an unknown name has none."""
+        return name in self and trait in self[name].traits
+
+    def with_trait(self, trait: str) -> list[str]:
+        return [n for n, e in self.entries.items() if trait in e.traits]

@@ -13,6 +13,8 @@ import os
 import statistics
 
 from ladle.files import read_bytes, sha256
+from ladle.sampling import DEFAULT_SAMPLER
+from ladle.soups import SOUPS
 from ladle.store import MAX_WEIGHTS_BYTES, RunDir, is_number, timeline_entry
 
 log = logging.getLogger(__name__)
@@ -45,9 +47,10 @@ def build_results(run_dir: RunDir) -> dict:
     ingredients = [
         {"name": s["name"], **checked.get(s["name"], {"val": s["scores"]["val"], "test": s["scores"]["test"]}),
          "scores": "recomputed" if s["name"] in checked else "recorded", "best_epoch": s["best_epoch"],
-         "seconds": s["seconds"], "seeds": s["seeds"], "sampler": s.get("sampler", {"name": "full"}),
+         "seconds": s["seconds"], "seeds": s["seeds"], "sampler": s.get("sampler", {"name": DEFAULT_SAMPLER}),
          "partition": s.get("partition"), "epochs": s["train"].get("epochs"),
-         "epochs_trained": s.get("epochs_trained", s["train"].get("epochs"))}
+         "epochs_trained": s.get("epochs_trained", s["train"].get("epochs")),
+         **({"stopped": s["stopped"]} if s.get("stopped") else {})}
         for s in sidecars
     ]
     results = {"dataset": sidecars[0]["dataset"] if sidecars else {"name": config.dataset},
@@ -88,7 +91,8 @@ def _stored(run_dir: RunDir, spec, soups: dict) -> dict | None:
     _, sidecar = run_dir.load_checkpoint(spec)
     entry = {"val": sidecar["scores"]["val"], "test": sidecar["scores"]["test"], "scores": "recorded",
              "epochs": spec.train.epochs, "epochs_trained": sidecar.get("epochs_trained"),
-             "best_epoch": sidecar.get("best_epoch"), "seconds": sidecar["seconds"]}
+             "best_epoch": sidecar.get("best_epoch"), "seconds": sidecar["seconds"],
+             **({"stopped": sidecar["stopped"]} if sidecar.get("stopped") else {})}
     if sidecar.get("communication"):  # the data-parallel baseline: its ranks and the bytes it all-reduced
         entry["communication"] = sidecar["communication"]
     if sidecar.get("average_of"):
@@ -243,11 +247,15 @@ def _write_report(run_dir: RunDir) -> dict:
         from ladle.plots import plot_gis_curves, plot_scores, plot_timeline
 
         plot_scores(results, run_dir.plots / "ingredients_vs_soups.png", run_dir.path)
-        gis = run_dir.soup_sidecars().get("gis")
-        if gis is not None and _gis_trace(gis.get("trace")):
-            plot_gis_curves(gis, run_dir.plots / "gis_curves.png", run_dir.path, results["dataset"].get("metric", ""))
-        elif gis is not None:
-            log.warning("%s: the GIS trace is not the one ladle writes; no gis_curves.png", run_dir.soups / "gis.json")
+        stored = run_dir.soup_sidecars()
+        for name in SOUPS.with_trait("curves"):  # GIS: its interpolation curves
+            sidecar = stored.get(name)
+            if sidecar is not None and _gis_trace(sidecar.get("trace")):
+                plot_gis_curves(sidecar, run_dir.plots / f"{name}_curves.png", run_dir.path,
+                                results["dataset"].get("metric", ""))
+            elif sidecar is not None:
+                log.warning("%s: the trace is not the one ladle writes; no %s_curves.png", run_dir.soups /
+                            f"{name}.json", name)
         if timeline:
             plot_timeline(timeline, run_dir.plots / "timeline.png", run_dir.path)
     return results
@@ -272,10 +280,15 @@ def _gis_trace(trace) -> bool:
 
 def _recipe_note(ingredient: dict) -> str:
     notes = []
-    if isinstance(ingredient.get("epochs_trained"), int) and ingredient["epochs_trained"] != ingredient.get("epochs"):
+    stopped = ingredient.get("stopped")
+    if isinstance(stopped, dict):
+        reason = str(stopped.get("reason", ""))
+        notes.append(f"stopped by a callback at epoch {stopped.get('epoch')}: "
+                     + (reason if len(reason) <= 40 else reason[:39] + "…"))
+    elif isinstance(ingredient.get("epochs_trained"), int) and ingredient["epochs_trained"] != ingredient.get("epochs"):
         notes.append(f"stopped at epoch {ingredient['epochs_trained']}")
     sampler = ingredient.get("sampler") or {}
-    if sampler.get("name", "full") != "full":
+    if sampler.get("name", DEFAULT_SAMPLER) != DEFAULT_SAMPLER:
         notes.append(sampler["name"])
     part = ingredient.get("partition")
     if part:

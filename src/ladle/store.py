@@ -139,6 +139,10 @@ def check_sidecar(sidecar: dict, path: Path) -> None:
         _require(path, isinstance(sidecar.get("history"), list), "history is not a list")
         _require(path, sidecar.get("epochs_trained") is None or isinstance(sidecar["epochs_trained"], int),
                  "epochs_trained is not an integer")
+        stopped = sidecar.get("stopped")
+        _require(path, stopped is None or (isinstance(stopped, dict) and isinstance(stopped.get("reason"), str)
+                                           and isinstance(stopped.get("epoch"), int)),
+                 "stopped is neither empty nor a reason and an epoch")
     else:
         coefficients = sidecar.get("coefficients")
         _require(path, isinstance(coefficients, dict) and all(is_number(c) for c in coefficients.values()),
@@ -332,6 +336,7 @@ class RunDir:
             **({"scored_on": "part"} if record.scored_on == "part" else {}),
             **({"worker_memory": record.worker_memory} if record.worker_memory else {}),
             **({"communication": record.communication} if record.communication else {}),
+            **({"stopped": record.stopped} if record.stopped else {}),
         }
         return save_weights(self.checkpoint_path(spec), record.state, sidecar, root=self.path)
 

@@ -1,5 +1,5 @@
 """How one model is trained, from where, and how whole-graph scores are computed: the ``[train]``, ``[trunk]`` and
-``[eval]`` tables (imports no torch; :mod:`ladle.train` reads them)."""
+``[eval]`` tables (imports no torch; :mod:`ladle.trainer` reads them)."""
 from __future__ import annotations
 
 import math

@@ -297,8 +297,9 @@ def _timeline(run_dir: RunDir) -> list[Check]:
 
 def _root(run_dir: RunDir, config, root, graph_file) -> list[Check]:
     from ladle.api import DEFAULT_ROOT
+    from ladle.data.datasets import dataset_has
 
-    if graph_file is not None or config.dataset.lower().startswith(("csbm", "npz:", "parts:")):
+    if graph_file is not None or dataset_has(config.dataset, "generated") or dataset_has(config.dataset, "own-path"):
         return []
     given = DEFAULT_ROOT if root is None else str(root)
     if config.root != given:

@@ -75,20 +75,20 @@ for _name, _help in [
     ("csbm-arxiv", "synthetic, sized like ogbn-arxiv: 169,343 nodes, ~1.17M edges, 128 features, 40 classes"),
     ("csbm-products", "synthetic, sized like ogbn-products: 2,449,029 nodes, ~61.9M edges, 100 features, 47 classes"),
 ]:
-    DATASETS.add(_name, _csbm, "ladle.data.csbm:CSBMConfig", _help, reference="ladle")
+    DATASETS.add(_name, _csbm, "ladle.data.csbm:CSBMConfig", _help, reference="ladle", traits=("generated",))
 for _name, _help in [
     ("dcsbm", "synthetic degree-corrected SBM: power-law degrees, unequal classes, planted communities; dcsbm:k=v,..."),
     ("dcsbm-arxiv", "synthetic, degree-corrected, sized like ogbn-arxiv: 169,343 nodes, 128 features, 40 classes"),
     ("dcsbm-products", "synthetic, degree-corrected, sized like ogbn-products: 2,449,029 nodes, 100 features, 47 "
                        "classes"),
 ]:
-    DATASETS.add(_name, _dcsbm, "ladle.data.dcsbm:DCSBMConfig", _help, reference="ladle")
+    DATASETS.add(_name, _dcsbm, "ladle.data.dcsbm:DCSBMConfig", _help, reference="ladle", traits=("generated",))
 DATASETS.add("npz", _npz, None, "npz:PATH[#K]: your graph in the common .npz layout, split K (default 0)",
-             reference="your file")
+             reference="your file", traits=("own-path",))
 DATASETS.add("npy", _npy, None, "npy:DIR[#K]: the npz layout as one memory-mappable .npy per array (ladle.save_npy)",
-             reference="your folder")
+             reference="your folder", traits=("own-path",))
 DATASETS.add("parts", _parts, None, "parts:PDIR: a graph cut on disk by ladle partition; ingredient i trains on part "
-             "i mod K from its files alone", reference="ladle partition")
+             "i mod K from its files alone", reference="ladle partition", traits=("own-path",))
 for _name, _source, _help, _loader in [
     ("Cora", "PyG Planetoid", "2,708 nodes, 7 classes, public split 140/500/1000", _planetoid),
     ("CiteSeer", "PyG Planetoid", "3,327 nodes, 6 classes, public split 120/500/1000", _planetoid),
@@ -111,6 +111,34 @@ def _entry(name: str) -> str:
     return head if parameterised else name
 
 
+def dataset_has(name: str, trait: str) -> bool:
+    """Whether dataset ``name`` (a spec) declares ``trait``: ``generated`` (made again from its spec and seed: no
+    file, no root) or ``own-path`` (the spec names its own file or folder: no root); an unknown name has none."""
+    entry = _entry(name)
+    return entry in DATASETS and DATASETS.has(DATASETS.resolve(entry), trait)
+
+
+def graph_name(name: str) -> str | None:
+    """The name the graph of spec ``name`` will carry, known without loading it (a file's, a generator's), or None
+    where only loading tells."""
+    entry = DATASETS.resolve(_entry(name)) if _entry(name) in DATASETS else None
+    loader = DATASETS.entries[entry].target if entry else None
+    if loader is _npz:
+        from ladle.data.npz import parse_npz_spec
+
+        path, split = parse_npz_spec(name)
+        return f"npz:{path.name}#{split}"
+    if loader is _csbm:
+        from ladle.data.csbm import csbm_name, parse_csbm_spec
+
+        return csbm_name(parse_csbm_spec(name))
+    if loader is _dcsbm:
+        from ladle.data.dcsbm import dcsbm_name, parse_dcsbm_spec
+
+        return dcsbm_name(parse_dcsbm_spec(name))
+    return None
+
+
 def check_name(name: str) -> None:
     """Refuse an unknown dataset name (with the nearest ones) before anything heavy is imported or loaded."""
     DATASETS.resolve(_entry(name), "dataset")
@@ -121,4 +149,4 @@ def load_graph(name: str, root: str | Path = "data") -> Graph:
     return DATASETS.get(_entry(name))(name, root)
 
 
-__all__ = ["DATASETS", "check_name", "load_graph"]
+__all__ = ["DATASETS", "check_name", "dataset_has", "graph_name", "load_graph"]

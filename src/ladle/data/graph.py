@@ -178,10 +178,12 @@ def spmm(adj: torch.Tensor, h: torch.Tensor, out: torch.Tensor | None = None) ->
 
 
 def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_classes, task="multiclass",
-               metric="acc", canonical=False) -> Graph:
+               metric="acc", canonical=False, edge_attr=None) -> Graph:
     """Canonicalise raw arrays into a :class:`Graph`: undirected, deduplicated, self-loops removed.
 
-    ``canonical=True`` says the edges already are (sorted, both directions, no duplicates).
+    ``canonical=True`` says the edges already are (sorted, both directions, no duplicates). ``edge_attr`` [E, D]
+    (edge features, for a user's model whose ``forward`` takes ``edge_attr``) follows its edges: the two directions
+    of an edge, and duplicates, get the mean of theirs; a self-loop's is dropped with it.
     """
     num_nodes = int(x.size(0))
     if task == "multiclass" and num_classes < 2:
@@ -197,8 +199,10 @@ def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_c
         raise LadleError(f"dataset {name}: node features hold NaN or infinite values ({int((~finite).sum())} rows, "
                          f"first row {row}); every ingredient would train to NaN",
                          fix="replace them (torch.nan_to_num, or impute) before giving the graph to ladle")
+    if edge_attr is not None:
+        edge_attr = checked_edge_attr(edge_attr, edge_index.size(1), name)
     if not canonical:
-        edge_index = canonical_edges(edge_index.to(torch.long), num_nodes)
+        edge_index, edge_attr = canonical_edges(edge_index.to(torch.long), num_nodes, edge_attr)
     y = y.to(torch.float32) if task == "multilabel" else y.to(torch.long).view(-1)
     data = Data(
         x=x.to(torch.float32).contiguous(),
@@ -209,7 +213,26 @@ def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_c
         test_mask=test_mask.to(torch.bool),
         num_nodes=num_nodes,
     )
+    if edge_attr is not None:
+        data.edge_attr = edge_attr
     return Graph(data, name, int(num_classes), task, metric, fingerprint(data))
+
+
+def checked_edge_attr(edge_attr, num_edges: int, name: str) -> torch.Tensor:
+    """Edge features as float32 [E, D] (a [E] vector is one feature), or one error naming what is wrong."""
+    if not isinstance(edge_attr, torch.Tensor) or not (edge_attr.is_floating_point() or edge_attr.dtype in (
+            torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)):
+        raise LadleError(f"dataset {name}: edge_attr is {getattr(edge_attr, 'dtype', type(edge_attr).__name__)}; "
+                         "edge features are numbers", fix="give edge_attr as a float tensor [E, D]")
+    edge_attr = edge_attr.view(-1, 1) if edge_attr.dim() == 1 else edge_attr
+    if edge_attr.dim() != 2 or edge_attr.size(0) != num_edges:
+        raise LadleError(f"dataset {name}: edge_attr has shape {list(edge_attr.shape)} for {num_edges} edges",
+                         fix="one row of edge features per column of edge_index: [E, D]")
+    edge_attr = edge_attr.to(torch.float32)
+    if not bool(torch.isfinite(edge_attr).all()):
+        raise LadleError(f"dataset {name}: edge_attr holds NaN or infinite values",
+                         fix="replace them (torch.nan_to_num) before giving the graph to ladle")
+    return edge_attr.contiguous()
 
 
 def check_metric_defined(name: str, metric: str, task: str, y: torch.Tensor, *masks: torch.Tensor) -> None:
@@ -226,15 +249,22 @@ def check_metric_defined(name: str, metric: str, task: str, y: torch.Tensor, *ma
                              fix="give the split nodes of both classes, or score by accuracy (--metric acc)")
 
 
-def canonical_edges(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
-    edge_index, _ = remove_self_loops(edge_index)
-    edge_index = to_undirected(edge_index, num_nodes=num_nodes)
-    return coalesce(edge_index, num_nodes=num_nodes)
+def canonical_edges(edge_index: torch.Tensor, num_nodes: int, edge_attr: torch.Tensor | None = None):
+    """``(edge_index, edge_attr)``: sorted, both directions, no duplicates, no self-loops; each kept edge's features
+    the mean of those of the edges it merges (None without ``edge_attr``)."""
+    if edge_attr is None:
+        edge_index, _ = remove_self_loops(edge_index)
+        edge_index = to_undirected(edge_index, num_nodes=num_nodes)
+        return coalesce(edge_index, num_nodes=num_nodes), None
+    edge_index, edge_attr = remove_self_loops(edge_index, edge_attr)
+    both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+    return coalesce(both, torch.cat([edge_attr, edge_attr]), num_nodes=num_nodes, reduce="mean")
 
 
 def fingerprint(data: Data) -> str:
     digest = hashlib.sha256()
-    for key in ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask"):
+    keys = ("x", "edge_index", "y", "train_mask", "val_mask", "test_mask")
+    for key in keys + (("edge_attr",) if data.get("edge_attr") is not None else ()):  # graphs without: as before
         tensor = getattr(data, key).contiguous()
         digest.update(f"{key}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
         digest.update(memoryview(tensor.view(torch.uint8).numpy() if tensor.dtype == torch.bool else tensor.numpy()))

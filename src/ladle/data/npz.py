@@ -4,7 +4,8 @@ Keys: ``node_features`` [N, F] float, ``node_labels`` [N] int (or [N, T] 0/1 for
 ``edges`` [E, 2] int, and ``train_masks`` / ``val_masks`` / ``test_masks`` as [S, N] (S splits) or [N] bool.
 ``npz:PATH#K`` picks split K (default 0). An optional ``metric`` ("acc" or "rocauc"; "f1" or "rocauc" for
 multi-label) names how the graph is scored; without it a binary task is scored by ROC-AUC, a multi-label
-one by micro-F1, others by accuracy. The file is opened with ``allow_pickle=False``.
+one by micro-F1, others by accuracy. An optional ``edge_attr`` [E, D] (one row per row of ``edges``) holds edge
+features, for a user's model whose ``forward`` takes ``edge_attr``. The file is opened with ``allow_pickle=False``.
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ladle.errors import LadleError
 from ladle.profiling import gib, memory_available, too_big
 
 REQUIRED = ("node_features", "node_labels", "edges", "train_masks", "val_masks", "test_masks")
-OPTIONAL = ("metric",)  # the dataset's metric, "acc" or "rocauc"
+OPTIONAL = ("metric", "edge_attr")  # the dataset's metric ("acc" or "rocauc"); edge features [E, D]
 
 
 def parse_npz_spec(spec: str, example: str = "npz:PATH, for example npz:graph.npz#0") -> tuple[Path, int]:
@@ -51,6 +52,10 @@ def load_npz(path: str | Path, split: int = 0) -> Graph:
     masks = {key: _mask(arrays[key], key, n, split, where) for key in REQUIRED[3:]}
     _check_splits(masks, where)
     num_classes = y.shape[1] if multilabel else int(y.max()) + 1 if y.size else 0
+    edge_attr = arrays.get("edge_attr")
+    if edge_attr is not None and not (np.issubdtype(edge_attr.dtype, np.number) or edge_attr.dtype == np.bool_):
+        raise LadleError(f"{where}: edge_attr has dtype {edge_attr.dtype}, expected numbers",
+                         fix="store edge_attr as floats [E, D]")
     return make_graph(
         torch.from_numpy(x),
         torch.from_numpy(edges).t().contiguous(),
@@ -60,6 +65,7 @@ def load_npz(path: str | Path, split: int = 0) -> Graph:
         num_classes=num_classes,
         task="multilabel" if multilabel else "multiclass",
         metric=_metric(arrays.get("metric"), num_classes, where, multilabel),
+        edge_attr=None if edge_attr is None else torch.from_numpy(np.ascontiguousarray(edge_attr)),
     )
 
 
@@ -284,5 +290,6 @@ def save_npz(graph: Graph, path: str | Path, *, root: Path | None = None) -> Non
     np.savez(buffer, node_features=d.x.cpu().numpy(), node_labels=labels,
              edges=d.edge_index.t().cpu().numpy(), train_masks=d.train_mask.cpu().numpy()[None],
              val_masks=d.val_mask.cpu().numpy()[None], test_masks=d.test_mask.cpu().numpy()[None],
-             metric=np.array(graph.metric))
+             metric=np.array(graph.metric),
+             **({"edge_attr": d.edge_attr.cpu().numpy()} if d.get("edge_attr") is not None else {}))
     atomic_write(Path(path), buffer.getvalue(), root=root)

@@ -82,8 +82,11 @@ def graph_from(obj: Any, *, name: str | None = None, split: int = 0, split_idx: 
                                                                  "rocauc" if num_classes == 2 else "acc")
     if chosen not in METRICS:
         raise LadleError(f"unknown metric {metric!r}", fix=f"choose from {', '.join(METRICS)}")
+    edge_attr = data.get("edge_attr") if hasattr(data, "get") else getattr(data, "edge_attr", None)
     return make_graph(x.detach().cpu().float(), edge_index.detach().cpu().long(), y, *masks, name=name or "graph",
-                      num_classes=num_classes, task=task, metric=chosen)
+                      num_classes=num_classes, task=task, metric=chosen,
+                      edge_attr=None if edge_attr is None else edge_attr.detach().cpu() if torch.is_tensor(edge_attr)
+                      else edge_attr)
 
 
 def _labels(y: torch.Tensor, n: int) -> tuple[torch.Tensor, str, int]:

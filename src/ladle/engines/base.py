@@ -18,10 +18,12 @@ import torch
 
 from ladle.config import IngredientSpec
 from ladle.data.graph import Graph
-from ladle.train import train_ingredient
+from ladle.trainer import train_ingredient
 
 # (ingredient name, epoch, epochs, best validation score so far, worker label)
 OnProgress = Callable[[str, int, int, float, str, dict], None]  # name, epoch, epochs, best val, worker, metrics
+# The driver's answer to "has a callback asked model NAME to stop?": the stop (reason, asked_at_epoch, by) or None.
+ShouldStop = Callable[[str], "dict | None"]
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,9 @@ def device_for(device: str, index: int) -> str:
 
 
 def train_and_store(spec: IngredientSpec, graph, store: IngredientStore, *, device: str, threads: int,
-                    worker: str, on_epoch=None) -> Finished:
+                    worker: str, on_epoch=None, should_stop: Callable[[], dict | None] | None = None) -> Finished:
     """The unit of work of every engine: train one ingredient with ``threads`` torch threads and store it.
+    ``should_stop()`` says whether a callback asked this model to stop (see :func:`ladle.trainer.train_ingredient`).
     ``graph`` is a :class:`Graph`, or a :class:`ladle.parts.reader.PartSource` (a path and a manifest) from
     which the worker reads the part ``spec.part`` alone."""
     previous = torch.get_num_threads()
@@ -100,7 +103,7 @@ def train_and_store(spec: IngredientSpec, graph, store: IngredientStore, *, devi
                 part_bytes = graph.part_bytes(spec.part)
                 training, graph = graph.load_part(spec.part)
             record = train_ingredient(spec, graph, device=device_for(device, spec.index), on_epoch=progress,
-                                      start_state=start_state, training_graph=training)
+                                      start_state=start_state, training_graph=training, should_stop=should_stop)
         record.worker_memory = {**usage, **({"part_bytes": part_bytes} if part_bytes is not None else {})}
         for stored in filter(None, (record.companion, record)):
             if start_state is not None:

@@ -24,13 +24,13 @@ import torch.multiprocessing as mp
 
 from ladle.config import EngineConfig, IngredientSpec
 from ladle.data.graph import Graph
-from ladle.engines.base import Finished, IngredientStore, OnProgress, train_and_store, worker_label
+from ladle.engines.base import Finished, IngredientStore, OnProgress, ShouldStop, train_and_store, worker_label
 from ladle.errors import LadleError
 
 log = logging.getLogger(__name__)
 USER_ERROR = 3  # a worker's exit status after it reported a LadleError
 # What the forkserver imports once, before it forks any worker.
-PRELOAD = ["torch", "torch_geometric", "ladle.engines.process", "ladle.train"]
+PRELOAD = ["torch", "torch_geometric", "ladle.engines.process", "ladle.trainer"]
 
 
 def context(device: str = "cpu"):
@@ -67,7 +67,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _worker(spec, graph, store, device, threads, slot, channel, parent: int) -> None:
+def _worker(spec, graph, store, device, threads, slot, channel, parent: int, control=None) -> None:
     # Ctrl-C reaches the whole process group: the parent stops the workers, so they need not see it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the forkserver ignores it (see _signals_ignored)
@@ -87,8 +87,19 @@ def _worker(spec, graph, store, device, threads, slot, channel, parent: int) -> 
     def progress(name, epoch, epochs, best, worker, metrics):
         send(("epoch", name, epoch, epochs, best, worker, metrics))
 
+    heard: list = []  # the stop the driver sent, once; or False once its end is closed
+
+    def should_stop():
+        if not heard and control is not None and control.poll():
+            try:
+                heard.append(control.recv())
+            except (EOFError, OSError):  # the driver closed its end: no stop will come
+                heard.append(False)
+        return heard[0] if heard else None
+
     try:
-        done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
+        done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress,
+                               should_stop=should_stop)
     except LadleError as err:  # the user's to fix (a full disk, say): reported as it is, not retried
         send(("error", spec.name, err.message, err.fix))
         channel.close()
@@ -154,17 +165,19 @@ def prepare(device: str = "cpu") -> None:
 
 def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",
         engine: EngineConfig = EngineConfig(), on_epoch: OnProgress | None = None,
-        on_done=None) -> list[Finished]:
+        on_done=None, should_stop: ShouldStop | None = None) -> list[Finished]:
     """Train and store every spec on up to ``engine.workers`` processes at once.
 
     Each worker reports on its own pipe, whose only write end it holds: one shared queue would
-    share a lock, and a worker killed while holding it would hang every other worker.
+    share a lock, and a worker killed while holding it would hang every other worker. A second pipe,
+    the other way, carries a callback's stop to the worker (``should_stop``), which reads it after each epoch.
     """
     ctx = context(device)
     if isinstance(graph, Graph):  # a partition on disk is sent as its path: each worker maps its own part
         share(graph)
     pending, attempts = deque(specs), Counter()
-    running: dict = {}  # process -> (spec, slot, the read end of its pipe)
+    running: dict = {}  # process -> (spec, slot, the read end of its pipe, the write end of its control pipe)
+    told: set = set()  # the processes a stop was sent to
     free = list(range(engine.workers))
     finished: dict[str, Finished] = {}
     reported: dict[str, LadleError] = {}
@@ -183,21 +196,27 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
             while pending and free:
                 spec, slot = pending.popleft(), free.pop(0)
                 reader, writer = ctx.Pipe(duplex=False)
+                control_in, control = ctx.Pipe(duplex=False)
                 process = ctx.Process(target=_worker, daemon=True, name=f"ladle-{spec.name}",
-                                      args=(spec, graph, store, device, engine.threads, slot, writer, os.getpid()))
-                running[process] = (spec, slot, reader)  # first, so a Ctrl-C just after start still stops it
+                                      args=(spec, graph, store, device, engine.threads, slot, writer, os.getpid(),
+                                            control_in))
+                running[process] = (spec, slot, reader, control)  # first, so a Ctrl-C just after start stops it
                 if ctx.get_start_method() == "forkserver":
                     prepare()  # the forkserver may have died since (killed with the process group)
                 with _signals_deferred():
                     process.start()
                 writer.close()  # so the worker's death ends its stream, even in the middle of a message
-            drain([r for _, _, r in running.values()], 0.2)
+                control_in.close()
+            drain([r for _, _, r, _ in running.values()], 0.2)
+            if should_stop is not None:
+                _send_stops(running, told, should_stop)
             for process in [p for p in running if not p.is_alive()]:
                 process.join()
-                spec, slot, reader = running.pop(process)
+                spec, slot, reader, control = running.pop(process)
                 free.append(slot)
                 drain([reader], 0.0)
                 reader.close()
+                control.close()
                 if process.exitcode == 0 and store.is_done(spec):
                     continue
                 if spec.name in reported:
@@ -211,12 +230,25 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                             attempts[spec.name], engine.retries)
                 pending.appendleft(spec)
     finally:
-        for process, (_, _, reader) in running.items():
+        for process, (_, _, reader, control) in running.items():
             if process.pid is not None:  # started
                 process.kill()
                 process.join()
             reader.close()
+            control.close()
     return [finished[s.name] for s in specs if s.name in finished]
+
+
+def _send_stops(running: dict, told: set, should_stop: ShouldStop) -> None:
+    """Send each running worker the stop a callback asked for its model, once per worker process."""
+    for process, (spec, _, _, control) in running.items():
+        if process in told:
+            continue
+        stop = should_stop(spec.name)
+        if stop:
+            told.add(process)
+            with contextlib.suppress(BrokenPipeError, OSError):  # it finished meanwhile: nothing to stop
+                control.send(stop)
 
 
 def _drain(readers, finished, on_epoch, on_done, reported, *, timeout: float) -> None:

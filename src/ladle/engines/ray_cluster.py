@@ -25,7 +25,7 @@ from torch_geometric.data import Data
 
 from ladle.config import EngineConfig, IngredientSpec
 from ladle.data.graph import Graph
-from ladle.engines.base import Finished, IngredientStore, OnProgress, train_and_store
+from ladle.engines.base import Finished, IngredientStore, OnProgress, ShouldStop, train_and_store
 from ladle.errors import LadleError, install_hint
 
 log = logging.getLogger(__name__)
@@ -118,10 +118,9 @@ def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> Non
 
 def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *, device: str = "cpu",
         engine: EngineConfig = EngineConfig(), on_epoch: OnProgress | None = None,
-        on_done=None) -> list[Finished]:
+        on_done=None, should_stop: ShouldStop | None = None) -> list[Finished]:
     try:
         import ray
-        from ray.util.queue import Empty, Queue
     except ImportError:
         raise LadleError("the ray engine needs Ray", fix=install_hint("ray")) from None
 
@@ -129,7 +128,8 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
     try:
         # Progress only: it must never wait for a free CPU, and it lives on the head node, the one node that cannot
         # leave while the cluster lasts (the driver's own raylet may be any node on its machine, and a worker may go).
-        events = Queue(actor_options={"num_cpus": 0, "resources": {HEAD: 0.001}})
+        board = ray.remote(Board).options(num_cpus=0, resources={HEAD: 0.001}).remote()
+        told: set = set()  # the models whose stop is on the board
         # A graph in memory goes into the object store once; a partition on disk goes as its path and manifest, and
         # each task maps its own part's files (nothing large through the object store).
         graph_ref = ray.put(graph_payload(graph)) if isinstance(graph, Graph) else graph
@@ -145,7 +145,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
 
         def submit(spec):
             task = remote.options(**common, **({"resources": {part_resource(spec.part): PART_SHARE}} if placed else {}))
-            pending[task.remote(spec, graph_ref, carried, device, engine.threads, events)] = spec
+            pending[task.remote(spec, graph_ref, carried, device, engine.threads, board)] = spec
 
         for spec in specs:
             submit(spec)
@@ -153,7 +153,13 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
         stranded: list = []  # ingredients whose part no node of the cluster holds any more
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=0.5)
-            _drain(events, Empty, on_epoch)
+            _drain_board(board, on_epoch)
+            if should_stop is not None:
+                for spec in pending.values():
+                    stop = None if spec.name in told else should_stop(spec.name)
+                    if stop:
+                        told.add(spec.name)
+                        board.stop.remote(spec.name, stop)
             for ref in ready:
                 spec = pending.pop(ref)
                 try:
@@ -187,7 +193,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
                     if held.get(part_resource(spec.part), 0) <= 0:
                         ray.cancel(ref, force=True)
                         stranded.append(pending.pop(ref))
-        _drain(events, Empty, on_epoch)
+        _drain_board(board, on_epoch)
         if stranded:
             parts = sorted({s.part for s in stranded})
             raise LadleError(f"{', '.join(s.name for s in stranded)} could not train: no node of the cluster holds "
@@ -198,6 +204,13 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
     finally:
         if started:
             ray.shutdown()
+
+
+def train_ddp(spec, graph, store, *, device: str = "cpu", engine: EngineConfig = EngineConfig(), on_epoch=None):
+    """The data-parallel baseline on this engine: its ranks started by Ray Train (:func:`ladle.ddp.train_ddp_on_ray`)."""
+    from ladle.ddp import train_ddp_on_ray
+
+    return train_ddp_on_ray(spec, graph, store, device=device, engine=engine, on_epoch=on_epoch)
 
 
 PART_SHARE = 0.001  # of a node's ladle_part_P resource per task: many ingredients of one part may share the node
@@ -260,25 +273,29 @@ class Carried:
         return self.trunk_state if spec.trunk_epochs else None
 
 
-def _task(spec, payload, carried, device, threads, events) -> tuple[Finished, list]:
+def _task(spec, payload, carried, device, threads, board) -> tuple[Finished, list]:
     import ray
 
     graph = graph_from_payload(payload) if isinstance(payload, dict) else node_source(payload)
     node = ray.get_runtime_context().get_node_id()[:8]
     label = f"ray-{node} (pid {os.getpid()})"
 
-    lost = []
+    lost, heard = [], []
 
     def progress(name, epoch, epochs, best, worker, metrics):
         if lost:
             return
-        try:
-            events.put_nowait((name, epoch, epochs, best, worker, metrics))
-        except ray.exceptions.RayError:  # best effort: a queue that does not answer never stops the training
+        try:  # one call each epoch: the event goes in, a stop asked for this model comes back
+            stop = ray.get(board.put.remote((name, epoch, epochs, best, worker, metrics)), timeout=60)
+        except ray.exceptions.RayError:  # best effort: a board that does not answer never stops the training
             lost.append(True)
+            return
+        if stop and not heard:
+            heard.append(stop)
 
     store = Carried(carried.trunk_sha256, carried.trunk_state)
-    done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress)
+    done = train_and_store(spec, graph, store, device=device, threads=threads, worker=label, on_epoch=progress,
+                           should_stop=lambda: heard[0] if heard else None)
     return done, store.records
 
 
@@ -291,8 +308,36 @@ def cluster_failure(exc) -> bool:
     return isinstance(exc, lost) or isinstance(getattr(exc, "cause", None), lost)
 
 
-def _drain(events, empty, on_epoch) -> None:
-    for event in _events(events, empty):
+class Board:
+    """The run's one small actor, on the head node: the tasks' progress events in, the driver's stops out.
+
+    A task's :meth:`put` of its epoch returns the stop a callback asked for its model (or None): one call per epoch
+    carries both ways."""
+
+    def __init__(self):
+        self.events, self.stops = [], {}
+
+    def put(self, event: tuple):
+        self.events.append(event)
+        return self.stops.get(event[0])
+
+    def take(self) -> list:
+        events, self.events = self.events, []
+        return events
+
+    def stop(self, name: str, stop: dict) -> None:
+        self.stops[name] = stop
+
+
+def _drain_board(board, on_epoch) -> None:
+    """Hand the events the board holds to ``on_epoch``; best effort: while a node leaves, it may not answer."""
+    import ray
+
+    try:
+        events = ray.get(board.take.remote(), timeout=30)
+    except (ray.exceptions.RayError, TimeoutError):
+        return
+    for event in events:
         if on_epoch is not None:
             on_epoch(*event)
 

@@ -17,7 +17,7 @@ from ladle.data.graph import Graph, build_adjacency
 from ladle.evaluation.chunked import can_chunk, chunked_forward
 from ladle.evaluation.field import induced, receptive_field
 from ladle.evaluation.metrics import score_logits
-from ladle.models import build_model, graph_input
+from ladle.models import build_model, edge_features, graph_input
 from ladle.models.options import ModelConfig
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def whole_graph_logits(model: torch.nn.Module, graph: Graph, chunk_size: int = 0
     try:
         if chunk_size and can_chunk(model):
             return chunked_forward(model, graph, chunk_size, nodes)
-        logits = model(graph.data.x, graph_input(model, graph))
+        logits = model(graph.data.x, graph_input(model, graph), **edge_features(model, graph))
         return logits if nodes is None else logits[nodes]
     finally:
         model.train(was_training)
@@ -111,6 +111,7 @@ class Evaluator:
         # Whole-graph forwards propagate with the graph's cached sparse adjacency where the model takes one.
         self.graph_here = graph.to(self.device)
         self.adj = graph_input(self.model, self.graph_here)
+        self.edge_kwargs = edge_features(self.model, self.graph_here)  # a user's model that takes edge_attr
         self._field = None  # the split's receptive field and its target nodes, built by the first loss()
         self.mask = graph.mask(split).to(self.device)
         self.y_all = graph.data.y.to(self.device)
@@ -125,7 +126,7 @@ class Evaluator:
         if self.chunk_size:
             self.model.load_state_dict(state)
             return chunked_forward(self.model, self.graph, self.chunk_size, self.mask.nonzero().view(-1))
-        return functional_call(self.model, state, (self.x, self.adj))[self.mask]
+        return functional_call(self.model, state, (self.x, self.adj), self.edge_kwargs)[self.mask]
 
     def describe(self) -> dict:
         """How this evaluator scores, for the soups' sidecars: the path, and whether ``chunk_size`` bounds its memory."""
@@ -173,11 +174,14 @@ class Evaluator:
         from torch_geometric.utils import subgraph
 
         if nodes is None:
-            logits, mask, y = functional_call(self.model, state, (self.x, self.adj)), self.mask, self.y_all
+            logits = functional_call(self.model, state, (self.x, self.adj), self.edge_kwargs)
+            mask, y = self.mask, self.y_all
         else:
             nodes = nodes.to(self.device)
-            edge_index, _ = subgraph(nodes, self.edge_index, relabel_nodes=True, num_nodes=self.graph.num_nodes)
-            logits = functional_call(self.model, state, (self.x[nodes], edge_index))
+            edge_index, _, kept = subgraph(nodes, self.edge_index, relabel_nodes=True, num_nodes=self.graph.num_nodes,
+                                           return_edge_mask=True)
+            logits = functional_call(self.model, state, (self.x[nodes], edge_index),
+                                     edge_features(self.model, self.graph_here, kept))
             mask, y = self.mask[nodes], self.y_all[nodes]
         return self._criterion(logits[mask], y[mask])
 

@@ -112,6 +112,15 @@ def graph_input(model, graph):
     return graph.adj_t(kind) if kind is not None else graph.data.edge_index
 
 
+def edge_features(model, graph, edge_ids=None) -> dict:
+    """The keyword arguments a whole-graph pass of ``model`` adds: ``edge_attr`` (of ``edge_ids``, default every
+    edge) where the model takes it and the graph has edge features; else none."""
+    edge_attr = graph.data.get("edge_attr")
+    if edge_attr is None or not getattr(model, "takes_edge_attr", False):
+        return {}
+    return {"edge_attr": edge_attr if edge_ids is None else edge_attr[edge_ids]}
+
+
 def __getattr__(name):  # the classes themselves, imported when asked for (they need torch)
     lazy = {"GNN": "ladle.models.base:GNN", "GCN": "ladle.models.gcn:GCN", "GraphSAGE": "ladle.models.sage:GraphSAGE",
             "GAT": "ladle.models.gat:GAT", "GIN": "ladle.models.gin:GIN", "MLP": "ladle.models.mlp:MLP"}

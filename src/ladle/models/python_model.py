@@ -3,7 +3,11 @@
 Any factory ``(in_channels, out_channels) -> nn.Module`` (a class with those arguments, or a function) whose
 ``forward(x, edge_index[, edge_weight])`` returns logits can be an ingredient: PyG's ``GCN``/``GraphSAGE``/``GAT``/
 ``GIN`` models, or one's own. It trains on every sampler (a sampled batch is a PyG subgraph with its seed nodes
-first; the samplers' edge weights are passed when ``forward`` takes a third argument), shares its initialisation
+first; the samplers' edge weights are passed when ``forward`` takes a third argument). When ``forward`` has a
+parameter named ``edge_attr`` (PyG's ``GAT(..., edge_dim=D)``, ``GINEConv`` models, one's own) and the graph has edge
+features (``Data.edge_attr``, an npz's ``edge_attr``), they are passed as ``edge_attr=`` [E, D], in every batch (the
+sampled edges' rows; FastGCN and LADIES, which draw their own layer edges, refuse) and every whole-graph pass;
+an edge's two directions share its features (the mean where the input gave them apart). It shares its initialisation
 through the seeds, is checkpointed, souped and ensembled like the built-in models; scoring takes the reference
 path (whole-graph forwards), since the fast GIS evaluator and chunked inference know only the built-in layers.
 
@@ -65,11 +69,13 @@ class PythonModel(torch.nn.Module):
             parameters = []
         positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
         self.takes_edge_weight = len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in parameters)
+        self.takes_edge_attr = any(p.name == "edge_attr" and p.kind != p.POSITIONAL_ONLY for p in parameters)
 
-    def forward(self, x, edge_index, edge_weight=None, *unused):
+    def forward(self, x, edge_index, edge_weight=None, *unused, edge_attr=None):
+        extra = {"edge_attr": edge_attr} if edge_attr is not None and self.takes_edge_attr else {}
         if edge_weight is not None and self.takes_edge_weight:
-            return self.module(x, edge_index, edge_weight)
-        return self.module(x, edge_index)
+            return self.module(x, edge_index, edge_weight, **extra)
+        return self.module(x, edge_index, **extra)
 
 
 def import_path(factory) -> str | None:
@@ -149,11 +155,11 @@ def probe(config, graph, nodes: int = 64) -> None:
     with torch.random.fork_rng(devices=[]):  # the run's random streams are untouched
         model = build_model(config, graph.num_features, graph.num_classes, init_seed=0)
         n = min(nodes, graph.num_nodes)
-        edge_index, _ = subgraph(torch.arange(n), graph.data.edge_index, relabel_nodes=True,
-                                 num_nodes=graph.num_nodes)
+        edge_index, edge_attr = subgraph(torch.arange(n), graph.data.edge_index, graph.data.get("edge_attr"),
+                                         relabel_nodes=True, num_nodes=graph.num_nodes)
         model.train()
         try:
-            out = model(graph.data.x[:n], edge_index)
+            out = model(graph.data.x[:n], edge_index, edge_attr=edge_attr)
         except Exception as err:
             try:
                 signature = f"forward{inspect.signature(model.module.forward)}"
@@ -162,7 +168,8 @@ def probe(config, graph, nodes: int = 64) -> None:
             raise LadleError(f"the model {name}: {signature} failed on a {n}-node slice of {graph.name}: "
                              f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}",
                              fix="ladle calls forward(x [N, F], edge_index [2, E]) (and edge_weight [E] when forward "
-                                 "takes a third argument) and expects logits [N, C]") from None
+                                 "takes a third argument, edge_attr= [E, D] when it has that parameter and the graph "
+                                 "edge features) and expects logits [N, C]") from None
     if not torch.is_tensor(out):
         raise LadleError(f"the model {name}: forward returned a {type(out).__name__}, not a tensor of logits",
                          fix="return the logits [N, C] alone from forward")

@@ -8,7 +8,7 @@ from ladle.registry import Registry
 
 SAMPLERS = Registry("sampler")
 SAMPLERS.add("full", "ladle.sampling.full:FullBatch", "ladle.sampling.options:FullOptions",
-             "the whole graph, one batch per epoch")
+             "the whole graph, one batch per epoch", traits=("whole-graph",))
 SAMPLERS.add("neighbor", "ladle.sampling.neighbor:NeighborSampler", "ladle.sampling.options:NeighborOptions",
              "GraphSAGE fanouts, without replacement", aliases=("neighbour", "sage"))
 SAMPLERS.add("cluster", "ladle.sampling.cluster:ClusterSampler", "ladle.sampling.options:ClusterOptions",
@@ -24,6 +24,8 @@ SAMPLERS.add("fastgcn", "ladle.sampling.layerwise:LayerwiseSampler", "ladle.samp
 SAMPLERS.add("ladies", "ladle.sampling.layerwise:LayerwiseSampler", "ladle.sampling.options:LayerwiseOptions",
              "LADIES, layer-dependent importance sampling")
 
+DEFAULT_SAMPLER = "full"  # a run's sampler when it names none (and an old sidecar's, which did not record one)
+
 
 def build_sampler(graph, config, seed: int, *, num_layers: int = 2, cache_dir=None, adjacency: str | None = None):
     """The sampler ``config`` names, over ``graph``; ``num_layers`` is the model's depth (the layer-wise samplers
@@ -32,4 +34,4 @@ def build_sampler(graph, config, seed: int, *, num_layers: int = 2, cache_dir=No
     return cls(graph, config, seed, num_layers=num_layers, cache_dir=cache_dir, adjacency=adjacency)
 
 
-__all__ = ["SAMPLERS", "build_sampler"]
+__all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "build_sampler"]

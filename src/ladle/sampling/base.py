@@ -109,9 +109,15 @@ def induced_subgraph(graph: Graph, nodes: torch.Tensor, index: LocalIndex, *, wi
     return (edge_index, position[keep]) if with_ids else edge_index
 
 
-def subgraph_batch(graph: Graph, nodes: torch.Tensor, index: LocalIndex, edge_index=None, **extra) -> Data:
-    """A whole-subgraph batch: the loss covers the training nodes inside it."""
+def subgraph_batch(graph: Graph, nodes: torch.Tensor, index: LocalIndex, edge_index=None, edge_ids=None,
+                   **extra) -> Data:
+    """A whole-subgraph batch: the loss covers the training nodes inside it; a graph's edge features come with
+    its edges (``edge_ids``, the kept edges' ids, when ``edge_index`` is given)."""
     data = graph.data
-    edge_index = induced_subgraph(graph, nodes, index) if edge_index is None else edge_index
+    edge_attr = data.get("edge_attr")
+    if edge_index is None:
+        edge_index, edge_ids = induced_subgraph(graph, nodes, index, with_ids=True)
+    if edge_attr is not None:
+        extra["edge_attr"] = edge_attr.index_select(0, edge_ids)
     return Data(x=data.x.index_select(0, nodes), y=data.y.index_select(0, nodes), edge_index=edge_index,
                 n_id=nodes, loss_mask=data.train_mask[nodes], num_nodes=nodes.numel(), **extra)

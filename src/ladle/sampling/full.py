@@ -18,6 +18,8 @@ class FullBatch:
     def __init__(self, graph: Graph, config=None, seed: int = 0, *, adjacency: str | None = None, **_):
         data = graph.data
         extra = {} if adjacency is None else {"adj_t": graph.adj_t(adjacency)}
+        if data.get("edge_attr") is not None:
+            extra["edge_attr"] = data.edge_attr
         self.batch = Data(x=data.x, y=data.y, edge_index=data.edge_index, loss_mask=data.train_mask,
                           num_nodes=graph.num_nodes, **extra)
 

@@ -34,6 +34,8 @@ from ladle.sampling.options import SamplerConfig
 class LayerwiseSampler:
     """FastGCN or LADIES batches for a model of ``num_layers`` layers; ``budget`` draws per layer."""
 
+    carries_edge_attr = False  # its layers' edges are re-drawn and re-weighted, not the graph's edges
+
     def __init__(self, graph: Graph, config: SamplerConfig, seed: int, *, num_layers: int = 2, **_):
         self.graph, self.config, self.seed, self.num_layers = graph, config, seed, num_layers
         self.name = config.name

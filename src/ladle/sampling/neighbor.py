@@ -20,11 +20,12 @@ from ladle.sampling.options import SamplerConfig
 FLOYD_MAX_FANOUT = 32  # past this, Floyd's k(k-1)/2 comparisons per node cost more than one sort of the edges
 
 
-def sample_neighbours(rowptr, col, frontier, fanout, gen):
+def sample_neighbours(rowptr, col, frontier, fanout, gen, with_positions: bool = False):
     """Up to ``fanout`` distinct neighbours of each frontier node, uniformly without replacement.
 
     Returns (position in ``frontier`` of the target, global id of the sampled neighbour), sorted by
-    target. Nodes with at most ``fanout`` neighbours keep them all; the others draw ``fanout`` of their edge
+    target; with ``with_positions`` also each pick's CSR position (its edge id in the graph's sorted
+    ``edge_index``). Nodes with at most ``fanout`` neighbours keep them all; the others draw ``fanout`` of their edge
     offsets by Floyd's algorithm (:func:`floyd_offsets`), all nodes at once, touching only the
     edges drawn; fanouts above ``FLOYD_MAX_FANOUT`` shuffle every edge of those nodes instead
     (:func:`shuffled_offsets`).
@@ -35,7 +36,7 @@ def sample_neighbours(rowptr, col, frontier, fanout, gen):
     big_nodes = big.nonzero().view(-1)
     if big_nodes.numel() == 0:
         owner, position = edge_positions(rowptr, frontier)
-        return owner, col.index_select(0, position)
+        return (owner, col.index_select(0, position)) + ((position,) if with_positions else ())
     degree = count.index_select(0, big_nodes)
     if fanout <= FLOYD_MAX_FANOUT:
         columns = _floyd_columns(degree, fanout, gen)  # [fanout, big], distinct per column, each in [0, degree)
@@ -53,7 +54,7 @@ def sample_neighbours(rowptr, col, frontier, fanout, gen):
     column.index_copy_(0, big_nodes, torch.arange(big_nodes.numel()))
     rank = table.index_select(0, rank * (big_nodes.numel() + 1) + column.index_select(0, owner))
     position = start.index_select(0, owner) + rank
-    return owner, col.index_select(0, position)
+    return (owner, col.index_select(0, position)) + ((position,) if with_positions else ())
 
 
 def floyd_offsets(degree: torch.Tensor, k: int, gen: torch.Generator) -> torch.Tensor:
@@ -108,24 +109,31 @@ class NeighborSampler:
             yield self.sample(seeds, gen)
 
     def sample(self, seeds: torch.Tensor, gen: torch.Generator) -> Data:
-        n_id, edge_index, per_hop = self.sample_topology(seeds, gen, with_hops=True)
         data = self.graph.data
+        edge_attr = data.get("edge_attr")
+        n_id, edge_index, per_hop, *e_id = self.sample_topology(seeds, gen, with_hops=True,
+                                                               with_edge_ids=edge_attr is not None)
+        extra = {} if edge_attr is None else {"edge_attr": edge_attr.index_select(0, e_id[0])}
         return Data(x=data.x.index_select(0, n_id), y=data.y.index_select(0, n_id), edge_index=edge_index,
                     n_id=n_id, batch_size=seeds.numel(), num_nodes=n_id.numel(),
-                    num_sampled_nodes=per_hop[0], num_sampled_edges=per_hop[1])
+                    num_sampled_nodes=per_hop[0], num_sampled_edges=per_hop[1], **extra)
 
-    def sample_topology(self, seeds: torch.Tensor, gen: torch.Generator, with_hops: bool = False):
+    def sample_topology(self, seeds: torch.Tensor, gen: torch.Generator, with_hops: bool = False,
+                        with_edge_ids: bool = False):
         """The sampled nodes (``n_id``, seeds first, then each hop's new nodes in order of first appearance)
         and local edges (hop by hop), without gathering features; with ``with_hops`` also PyG's per-hop counts
-        ``(num_sampled_nodes, num_sampled_edges)``."""
+        ``(num_sampled_nodes, num_sampled_edges)``; with ``with_edge_ids`` (after them) each sampled edge's id in
+        the graph (PyG's ``e_id``; the edge's two directions share their features)."""
         rowptr, col = (t.cpu() for t in self.graph.csr())
         local = self.local
         local.index_copy_(0, seeds, torch.arange(seeds.numel()))
         nodes, frontier, first_local = [seeds], seeds, 0
         total = seeds.numel()
-        src, dst = [], []
+        src, dst, ids = [], [], []
         for fanout in self.config.fanouts:
-            target_pos, neighbour = sample_neighbours(rowptr, col, frontier, fanout, gen)
+            target_pos, neighbour, *position = sample_neighbours(rowptr, col, frontier, fanout, gen,
+                                                                 with_positions=with_edge_ids)
+            ids += position
             # One scatter-min marks each new node with its first position (offset past every local id
             # given so far, so a node already in the batch keeps its id); the nodes whose mark is their
             # own position are the new ones, in order of first appearance, and get the next ids.
@@ -141,9 +149,12 @@ class NeighborSampler:
         n_id = torch.cat(nodes)
         local.index_fill_(0, n_id, _NEVER)
         edge_index = torch.stack([torch.cat(src), torch.cat(dst)]) if src else torch.empty(2, 0, dtype=torch.long)
+        out = (n_id, edge_index)
         if with_hops:
-            return n_id, edge_index, ([t.numel() for t in nodes], [t.numel() for t in src])
-        return n_id, edge_index
+            out += (([t.numel() for t in nodes], [t.numel() for t in src]),)
+        if with_edge_ids:
+            out += (torch.cat(ids) if ids else torch.empty(0, dtype=torch.long),)
+        return out
 
 
 _NEVER = torch.iinfo(torch.long).max

@@ -22,14 +22,15 @@ class FullOptions(Options):
 @dataclass(frozen=True)
 class NeighborOptions(Options):
     table: ClassVar[str] = "sampler"
-    fanouts: tuple[int, ...] = option((15, 10), "neighbours sampled per layer, outermost hop first, e.g. 15,10", low=1)
+    fanouts: tuple[int, ...] = option((15, 10), "neighbours sampled per layer, outermost hop first, e.g. 15,10", low=1,
+                                      per_layer=True)
     batch_size: int = option(512, "seed (training) nodes per mini-batch", low=1)
 
 
 @dataclass(frozen=True)
 class ClusterOptions(Options):
     table: ClassVar[str] = "sampler"
-    parts: int = option(32, "METIS parts of the graph (cluster), or K with --partition", low=1)
+    parts: int = option(32, "METIS parts of the graph (cluster), or K with --partition", low=1, cuts="metis")
     parts_per_batch: int = option(4, "parts joined into one batch, with all edges among them", low=1)
 
     def validate(self):
@@ -201,3 +202,11 @@ class PartitionConfig(Options):
                          flag="--partition")
     parts: int = option(0, "K, the number of parts (0: one per ingredient)", low=0, flag="")
     halo: bool = option(False, "with --partition: add each part's 1-hop neighbours as message sources")
+
+
+def per_layer_options(name: str) -> list:
+    """The options of sampler ``name`` that give one value per layer of the model (declared ``per_layer``)."""
+    from ladle.options import marked
+    from ladle.sampling import SAMPLERS
+
+    return marked(SAMPLERS.options(name), "per_layer")

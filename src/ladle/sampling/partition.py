@@ -102,9 +102,8 @@ def require_metis():
 
 
 def needs_metis(config) -> bool:
-    """Whether a run's config uses METIS anywhere."""
-    return (config.sampler.name == "cluster" or config.partition.method == "metis" or "pls" in config.soups
-            or any(r.sampler.name == "cluster" for r in config.recipes))
+    """Whether a run's config cuts the graph with METIS anywhere (:meth:`ladle.config.RunConfig.cuts`)."""
+    return any(method == "metis" for _, method, _ in config.cuts())
 
 
 FEW_TRAINING_NODES = 100  # below this many labelled nodes a part's ingredient is of uneven, often poor, accuracy
@@ -147,9 +146,10 @@ def part_graph(graph: Graph, membership: torch.Tensor, part: int, halo: bool = F
         _, neighbour = edges_of(rowptr, col, core)
         outside = neighbour[membership[neighbour] != part].unique()
         nodes = torch.cat([core, outside])
-    local = induced_subgraph(graph, nodes, LocalIndex(graph.num_nodes))
+    local, edge_ids = induced_subgraph(graph, nodes, LocalIndex(graph.num_nodes), with_ids=True)
     if halo:
-        local = local[:, (local < core.numel()).any(0)]
+        touches = (local < core.numel()).any(0)
+        local, edge_ids = local[:, touches], edge_ids[touches]
     edge_index = local.flip(0)  # rows sorted: the CSR view stays valid (the edge set is symmetric)
     data = graph.data
     is_core = torch.arange(nodes.numel()) < core.numel()
@@ -157,5 +157,7 @@ def part_graph(graph: Graph, membership: torch.Tensor, part: int, halo: bool = F
     sub = Data(x=data.x[nodes], y=data.y[nodes], edge_index=edge_index, train_mask=data.train_mask[nodes] & is_core,
                val_mask=none, test_mask=none.clone(), num_nodes=nodes.numel(), n_id=nodes,
                num_core_nodes=core.numel())
+    if data.get("edge_attr") is not None:  # the part's edges keep their features (a user's model may read them)
+        sub.edge_attr = data.edge_attr[edge_ids]
     return Graph(sub, f"{graph.name}[part {part}]", graph.num_classes, graph.task, graph.metric,
                  f"{graph.fingerprint}:part{part}{'+halo' if halo else ''}")

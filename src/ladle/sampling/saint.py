@@ -111,5 +111,5 @@ class SaintSampler:
         for _ in range(self.steps):
             nodes = self.sample_nodes(gen)
             edge_index, edge_ids = induced_subgraph(self.graph, nodes, self.index, with_ids=True)
-            yield subgraph_batch(self.graph, nodes, self.index, edge_index=edge_index,
+            yield subgraph_batch(self.graph, nodes, self.index, edge_index=edge_index, edge_ids=edge_ids,
                                  loss_weight=self.node_norm[nodes], edge_weight=self.edge_norm[edge_ids])

@@ -9,12 +9,15 @@ SOUPS = Registry("soup method")
 SOUPS.add("uniform", "ladle.soups.uniform:SOUP", None, "the average of all ingredients (Wortsman et al., 2022)")
 SOUPS.add("greedy", "ladle.soups.greedy:SOUP", None, "add ingredients best first while val does not drop")
 SOUPS.add("gis", "ladle.soups.gis:SOUP", "ladle.soups.options:GISOptions",
-          "greedy interpolation over α (Graph Ladling, Jaiswal et al., 2023)")
-SOUPS.add("ensemble", "ladle.soups.ensemble:SOUP", None, "the K models' averaged probabilities (not a soup)")
+          "greedy interpolation over α (Graph Ladling, Jaiswal et al., 2023)", traits=("curves",))
+SOUPS.add("ensemble", "ladle.soups.ensemble:SOUP", None, "the K models' averaged probabilities (not a soup)",
+          traits=("predictions",))
 SOUPS.add("learned", "ladle.soups.learned:SOUP", "ladle.soups.options:LearnedOptions",
           "mixing weights per tensor fitted on val (Wortsman et al., 2022)")
 SOUPS.add("pls", "ladle.soups.pls:SOUP", "ladle.soups.options:PLSOptions",
           "learned soup on R of K METIS parts per epoch (Zuber et al., 2025)")
+
+DEFAULT_PREDICTOR = "gis"  # what ``ladle predict`` and ``ladle.predict`` use when no model is named
 
 
 def get_soup(name: str):
@@ -30,4 +33,4 @@ def __getattr__(name):  # the shared types, imported when asked for (they need t
     raise AttributeError(name)
 
 
-__all__ = ["SOUPS", "get_soup"]
+__all__ = ["DEFAULT_PREDICTOR", "SOUPS", "get_soup"]

@@ -31,7 +31,7 @@ class LearnedOptions(Options):
 @dataclass(frozen=True)
 class PLSOptions(LearnedOptions):
     table: ClassVar[str] = "soups.pls"
-    parts: int = option(16, "METIS parts K of the graph", low=1, high=1_000_000, flag="")
+    parts: int = option(16, "METIS parts K of the graph", low=1, high=1_000_000, flag="", cuts="metis")
     parts_per_epoch: int = option(4, "parts R whose induced subgraph each epoch uses", low=1, high=1_000_000, flag="")
 
     def validate(self):
@@ -41,6 +41,9 @@ class PLSOptions(LearnedOptions):
 
 
 DEFAULT_SOUPS = ("uniform", "greedy", "gis", "ensemble")  # what a run makes when it names no soups
+
+
+LEGACY_TABLE = "learned"  # the top-level table older configs gave the learned soups' options in
 
 
 def soups_from_tables(table: dict, legacy_learned: dict, flat_list, source: str) -> tuple[tuple, tuple]:

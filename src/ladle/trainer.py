@@ -20,7 +20,7 @@ from ladle.data.graph import Graph
 from ladle.errors import LadleError
 from ladle.evaluation.evaluator import split_scores
 from ladle.models import build_model
-from ladle.sampling import build_sampler
+from ladle.sampling import SAMPLERS, build_sampler
 from ladle.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,7 @@ class IngredientRecord:
     scored_on: str = "graph"  # "part": trained from a partition folder, validated and scored on its own nodes
     worker_memory: dict | None = None  # the worker's peaks while it trained this model (engines.base.worker_memory)
     communication: dict | None = None  # a data-parallel model's ranks and bytes all-reduced (ladle.ddp)
+    stopped: dict | None = None  # a callback's stop (ladle.StopIngredient): reason, asked_at_epoch, by, epoch
 
     @property
     def name(self) -> str:
@@ -67,11 +68,13 @@ def loss_fn(graph: Graph, logits: torch.Tensor, y: torch.Tensor, weight: torch.T
     return per_node.mean() if weight is None else (per_node * weight).sum()
 
 
-def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | None:
-    """Loss of one mini-batch: on its seed nodes (``batch_size``) or its masked nodes; None if it has none."""
+def batch_loss(graph: Graph, model: torch.nn.Module, batch, edge_attr: bool = False) -> torch.Tensor | None:
+    """Loss of one mini-batch: on its seed nodes (``batch_size``) or its masked nodes; None if it has none.
+    ``edge_attr``: the model takes the batch's edge features (a user's model, see :func:`edge_features`)."""
     edges = batch.get("adj_t")  # a full batch's sparse adjacency, where the model takes one
     logits = model(batch.x, batch.edge_index if edges is None else edges, batch.get("edge_weight"), batch.get("layer_ptr"),
-                   batch.get("self_weight"), batch.get("num_sampled_nodes"), batch.get("num_sampled_edges"))
+                   batch.get("self_weight"), batch.get("num_sampled_nodes"), batch.get("num_sampled_edges"),
+                   **({"edge_attr": batch.edge_attr} if edge_attr else {}))
     if batch.get("batch_size") is not None:
         return loss_fn(graph, logits[: batch.batch_size], batch.y[: batch.batch_size])
     mask = batch.loss_mask
@@ -84,7 +87,8 @@ def batch_loss(graph: Graph, model: torch.nn.Module, batch) -> torch.Tensor | No
 def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.device = "cpu",
                      on_epoch: OnEpoch | None = None, start_state: dict | None = None,
                      after_epoch: Callable[[int, torch.nn.Module], None] | None = None,
-                     training_graph: Graph | None = None, shard=None) -> IngredientRecord:
+                     training_graph: Graph | None = None, shard=None,
+                     should_stop: Callable[[], dict | None] | None = None) -> IngredientRecord:
     """Train one ingredient and return its best-validation weights.
 
     Ties in validation keep the earlier epoch. With ``train.patience`` > 0, training stops after that
@@ -98,6 +102,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     step's seed nodes, its gradients all-reduced with the other ranks'.
     With ``spec.track_average`` the record's ``companion`` is the best-validated average of the weights over the
     epochs this model trained (validated at every validation of the model, ties keeping the earlier epoch).
+    ``should_stop()``, asked after each epoch, returns a callback's stop (:class:`ladle.StopIngredient`, delivered by
+    the engine) or None; a stop ends training there, as early stopping does, and is recorded in ``stopped``.
     """
     start = time.perf_counter()
     device = torch.device(device)
@@ -111,11 +117,12 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     train_graph = _training_graph(spec, graph) if training_graph is None else training_graph
     # Samplers work on the CPU graph; full batches use the graph already on the device (one copy there,
     # and one sparse adjacency, shared with validation, when the ingredient trains on the whole graph).
-    if spec.sampler.name == "full":
+    if SAMPLERS.has(spec.sampler.name, "whole-graph"):
         train_graph = graph_on_device if train_graph is graph else train_graph.to(device)
     sampler = build_sampler(train_graph, spec.sampler, spec.data_seed, num_layers=spec.model.layers,
                             adjacency=model.adjacency)
     optimizer = torch.optim.Adam(model.parameters(), lr=spec.train.lr, weight_decay=spec.train.weight_decay)
+    edge_attr = takes_edge_features(model, train_graph, sampler, spec.name)
     seed_everything(spec.data_seed if shard is None else shard.dropout_seed(spec.data_seed))  # its own dropout
     stepped = model if shard is None else shard.wrap(model)  # DDP shares the module: validation reads ``model``
 
@@ -123,7 +130,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     tracked = _Tracked(WeightAverage(spec.track_average, spec.train.ema_decay)) if spec.track_average != "none" \
         else None
     best_val, best_epoch, best_state, history = float("-inf"), 0, None, []
-    stale, epoch = 0, 0  # validations since the best one
+    stale, epoch, stopped = 0, 0, None  # validations since the best one
     arithmetic = _arithmetic(spec, device, model)
     for epoch in range(1, spec.train.epochs + 1):
         model.train()
@@ -134,7 +141,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
         for batch in sampler.batches(epoch) if shard is None else shard.batches(sampler, epoch):
             optimizer.zero_grad(set_to_none=True)
             with arithmetic():
-                loss = batch_loss(graph, stepped, batch.to(device))
+                loss = batch_loss(graph, stepped, batch.to(device), edge_attr)
             if loss is None:
                 continue
             loss.backward()
@@ -172,6 +179,14 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             if on_epoch is not None:
                 on_epoch(spec.name, epoch, epoch, best_val, {})  # done: the progress bar ends here
             break
+        stop = should_stop() if should_stop is not None else None
+        if stop:
+            stopped = {**stop, "epoch": epoch}
+            log.info("%s: stopped by a callback at epoch %d (best %d): %s", spec.name, epoch, best_epoch,
+                     stop.get("reason"))
+            if on_epoch is not None:
+                on_epoch(spec.name, epoch, epoch, best_val, {})
+            break
 
     seconds = time.perf_counter() - start
     peak = torch.cuda.max_memory_allocated(device) / 2**20 if device.type == "cuda" else None
@@ -189,7 +204,19 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     return IngredientRecord(spec, best_state, final["val"], final["test"], final["train"], best_epoch, seconds,
                             history, graph.num_features, graph.num_classes, str(device), peak, epoch,
                             companion=companion, part_graph=None if spec.part is None else part_summary(train_graph),
-                            scored_on="graph" if training_graph is None else "part")
+                            scored_on="graph" if training_graph is None else "part", stopped=stopped)
+
+
+def takes_edge_features(model: torch.nn.Module, graph: Graph, sampler, name: str) -> bool:
+    """Whether the batches' edge features go to the model: a user's model whose ``forward`` takes ``edge_attr``, on
+    a graph that has them; a sampler that cannot carry them is refused then, not silently left without."""
+    if not (getattr(model, "takes_edge_attr", False) and graph.data.get("edge_attr") is not None):
+        return False
+    if not getattr(sampler, "carries_edge_attr", True):
+        raise LadleError(f"{name}: the model takes edge_attr and {graph.name} has edge features, but the "
+                         f"{sampler.name} sampler draws its own layer edges, which have none",
+                         fix="train with a sampler that keeps the graph's edges: neighbor, cluster, saint-* or full")
+    return True
 
 
 def _arithmetic(spec: IngredientSpec, device: torch.device, model: torch.nn.Module):
@@ -200,7 +227,7 @@ def _arithmetic(spec: IngredientSpec, device: torch.device, model: torch.nn.Modu
     if device.type == "cuda" and not torch.cuda.is_bf16_supported():
         raise LadleError(f"{spec.name}: train.precision bf16 on {device}, which has no bfloat16 arithmetic",
                          fix="train with --precision fp32 on this GPU, or on a GPU with bf16 (Ampere or later)")
-    if device.type == "cpu" and spec.sampler.name == "full" and model.adjacency is not None:
+    if device.type == "cpu" and SAMPLERS.has(spec.sampler.name, "whole-graph") and model.adjacency is not None:
         log.warning("%s: train.precision bf16 with a full batch: its sparse products run in fp32 on the CPU (no "
                     "bf16 kernel there), so the layers train as fp32", spec.name)
     return lambda: torch.autocast(device.type, dtype=torch.bfloat16)
