@@ -74,7 +74,7 @@ def generate(folder: Path, nodes: int, features: int, classes: int, degree: int,
 
 def limited(limit: str | None) -> list[str]:
     """``prlimit --data`` takes bytes (a suffix such as 3G is not a size to it)."""
-    from ladle.engines.options import size_bytes
+    from ladle.engine_options import size_bytes
 
     return ["prlimit", f"--data={size_bytes(limit)}", "--"] if limit else []
 

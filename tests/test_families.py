@@ -159,7 +159,8 @@ def core_member_literals() -> list[tuple[str, int, str]]:
              for key in (entry.name, *entry.aliases)}
     src = ROOT / "src" / "ladle"
     found = []
-    for path in [*sorted(src.glob("*.py")), src / "sampling" / "partition.py"]:
+    registries = {"engine_options.py"}  # the engines' registry itself (beside the config, below the engines)
+    for path in [*sorted(p for p in src.glob("*.py") if p.name not in registries), src / "sampling" / "partition.py"]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in names \
                     and (path.name, node.value) not in NOT_MEMBERS:

@@ -7,8 +7,8 @@ import torch
 
 from ladle.config import ModelConfig
 from ladle.errors import LadleError
-from ladle.models import build_model, load_model
-from ladle.store import RunDir, atomic_write, read_weights, save_weights
+from ladle.models import build_model
+from ladle.store import RunDir, atomic_write, load_model, read_weights, save_weights
 
 
 def model_sidecar(config=ModelConfig(hidden=8), in_channels=4, out_channels=3):

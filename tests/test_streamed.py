@@ -169,7 +169,7 @@ def test_a_run_from_parts_soups_verifies_and_predicts_without_the_whole_graph(pa
     gis = json.loads((out / "soups" / "gis.json").read_text())
     assert gis["evaluation"]["path"] == "streamed" and gis["evaluation"]["first_layer_stored"]
     # the soups' scores are the in-memory evaluator's, on the graph put together
-    from ladle.models import load_model
+    from ladle.store import load_model
 
     model = load_model(out, "gis")
     assert gis["scores"]["test"] == Evaluator(whole, model.config, "test").score(model.state_dict())
@@ -177,7 +177,7 @@ def test_a_run_from_parts_soups_verifies_and_predicts_without_the_whole_graph(pa
 
 
 def test_predictions_from_parts_are_the_in_memory_models_in_original_ids(parts_run):
-    from ladle.models import load_model
+    from ladle.store import load_model
 
     out, source, whole = parts_run
     rows = [line.split(",") for line in (out.parent / "gis.csv").read_text().split()[1:]]

@@ -136,7 +136,7 @@ def test_the_baselines_serve_predictions_like_a_soup(trunk_run, tmp_path, capsys
     writes that model's predictions (its test accuracy recomputed from the CSV is the report's)."""
     import csv
 
-    from ladle.models import load_model
+    from ladle.store import load_model
 
     results = json.loads((trunk_run / "results.json").read_text())
     y = load_graph(SMALL).data.y.tolist()

@@ -18,7 +18,7 @@ _PUBLIC = {
     "IngredientSpec": "ladle.config", "RunConfig": "ladle.config", "TrainConfig": "ladle.config",
     "build_config": "ladle.config", "load_config": "ladle.config", "ModelConfig": "ladle.models.options",
     "Graph": "ladle.data.graph", "load_graph": "ladle.data.datasets", "LadleError": "ladle.errors",
-    "RunDir": "ladle.store", "load_model": "ladle.models",
+    "RunDir": "ladle.store", "load_model": "ladle.store",
     "IngredientRecord": "ladle.trainer", "train_ingredient": "ladle.trainer",
     "graph_from": "ladle.data.pyg_input", "save_npz": "ladle.data.npz", "save_npy": "ladle.data.npy",
     "Callback": "ladle.callbacks", "ProgressBar": "ladle.callbacks", "TensorBoardLogger": "ladle.callbacks",

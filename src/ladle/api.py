@@ -187,9 +187,12 @@ def _train_in(config, graph, run_dir, meta, runner, on_epoch, created, existed, 
             log.info("training the data-parallel baseline on %d ranks", ddp.ranks)
             from ladle.ddp import train_ddp
 
-            own = getattr(runner, "train_ddp", None)  # an engine that starts the ranks its own way (Ray: Ray Train)
+            own = getattr(runner, "TRAIN_DDP", None)  # an engine that starts the ranks its own way (Ray: Ray Train)
             if own is not None:
-                finished.append(own(ddp, graph, store, device=config.device, engine=engine, on_epoch=on_epoch))
+                from ladle.registry import _resolve
+
+                finished.append(_resolve(own)(ddp, graph, store, device=config.device, engine=engine,
+                                              on_epoch=on_epoch))
             else:
                 finished.append(train_ddp(ddp, graph, store, device=config.device, threads=engine.threads,
                                           on_epoch=on_epoch))
@@ -207,7 +210,7 @@ def _train_in(config, graph, run_dir, meta, runner, on_epoch, created, existed, 
 def _check_worker_memory(config: RunConfig, graph) -> None:
     """``--worker-memory SIZE``: refuse before training a plan whose worker would hold more graph than SIZE (from a
     partition, the largest part it trains on; in memory, the whole graph each worker maps)."""
-    from ladle.engines.options import size_bytes
+    from ladle.engine_options import size_bytes
     from ladle.profiling import gib
 
     if not config.engine.worker_memory:

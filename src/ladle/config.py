@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ladle.engines.options import EngineConfig
+from ladle.engine_options import EngineConfig
 from ladle.errors import LadleError, suggest
 from ladle.models.options import ModelConfig, model_config
 from ladle.options import Options, option

@@ -18,9 +18,9 @@ import torch
 
 from ladle.errors import LadleError
 from ladle.evaluation.evaluator import ensemble_probabilities, probabilities_as_logits, whole_graph_logits
-from ladle.models import graph_input, rebuild
+from ladle.models import graph_input
 from ladle.soups import DEFAULT_PREDICTOR, SOUPS
-from ladle.store import RunDir
+from ladle.store import RunDir, rebuild
 
 OUTPUTS = ("labels", "proba", "logits", "embeddings")
 

@@ -445,3 +445,39 @@ def os_lexists(path: Path) -> bool:
     import os
 
     return os.path.lexists(path)
+
+
+def load_model(path, name: str | None = None, *, model=None):
+    """Rebuild an ingredient, soup or baseline as an eval-mode ``torch.nn.Module``.
+
+    ``load_model("RUN/soups/gis.safetensors")`` or ``load_model("RUN", "gis")``; ingredients and baselines by
+    their name (``ingredient-03``, ``long-swa``). The weights are read checksum-verified (:mod:`ladle.store`) and
+    checked against the model their sidecar describes before that model is built. A run of a model given from Python
+    needs that model again: ``model=`` (see :mod:`ladle.models.python_model`), and gets it back as its own class
+    (a ``GraphSAGE`` for PyG's ``GraphSAGE``) with the stored weights.
+    """
+    from ladle.models.python_model import PythonModel, register
+
+    if model is not None:
+        register(model)  # trusted as that object alone: a sidecar naming anything else is refused
+    rebuilt = rebuild(path, name)
+    return rebuilt.module if isinstance(rebuilt, PythonModel) else rebuilt
+
+
+def rebuild(path, name: str | None = None):
+    """:func:`load_model` in ladle's model protocol (a user's module inside its ``PythonModel`` wrapper), for
+    ladle's own passes over it."""
+    from pathlib import Path
+
+    from ladle.models import build_model, check_weights
+
+    path, root = Path(path), None
+    if name is not None:
+        run = RunDir(path)
+        path, root = run.weights_path(name), run.path
+    state, sidecar = read_weights(path, root=root)
+    config, in_channels, out_channels = model_from_sidecar(sidecar)
+    check_weights(str(path), state, config, in_channels, out_channels)
+    model = build_model(config, in_channels, out_channels)
+    model.load_state_dict(state, strict=True)
+    return model.eval()

@@ -61,11 +61,6 @@ def _npy(spec, root):
     return load_npy(*parse_npy_spec(spec))
 
 
-def _parts(spec, root):
-    from ladle.parts.reader import load_parts_graph
-
-    return load_parts_graph(spec)
-
 
 DATASETS = Registry("dataset")
 PARAMETERISED = ("csbm", "csbm-arxiv", "csbm-products", "dcsbm", "dcsbm-arxiv", "dcsbm-products", "npz", "npy",
@@ -87,8 +82,10 @@ DATASETS.add("npz", _npz, None, "npz:PATH[#K]: your graph in the common .npz lay
              reference="your file", traits=("own-path",))
 DATASETS.add("npy", _npy, None, "npy:DIR[#K]: the npz layout as one memory-mappable .npy per array (ladle.save_npy)",
              reference="your folder", traits=("own-path",))
-DATASETS.add("parts", _parts, None, "parts:PDIR: a graph cut on disk by ladle partition; ingredient i trains on part "
-             "i mod K from its files alone", reference="ladle partition", traits=("own-path",))
+# Named, not imported: ladle.parts builds on this package (a partition is cut from a loaded graph).
+DATASETS.add("parts", "ladle.parts.reader:load_parts_dataset", None, "parts:PDIR: a graph cut on disk by ladle "
+             "partition; ingredient i trains on part i mod K from its files alone", reference="ladle partition",
+             traits=("own-path",))
 for _name, _source, _help, _loader in [
     ("Cora", "PyG Planetoid", "2,708 nodes, 7 classes, public split 140/500/1000", _planetoid),
     ("CiteSeer", "PyG Planetoid", "3,327 nodes, 6 classes, public split 120/500/1000", _planetoid),

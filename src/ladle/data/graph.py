@@ -202,7 +202,11 @@ def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_c
     if edge_attr is not None:
         edge_attr = checked_edge_attr(edge_attr, edge_index.size(1), name)
     if not canonical:
-        edge_index, edge_attr = canonical_edges(edge_index.to(torch.long), num_nodes, edge_attr)
+        edge_index = edge_index.to(torch.long)
+        if edge_attr is None:
+            edge_index = canonical_edges(edge_index, num_nodes)
+        else:
+            edge_index, edge_attr = canonical_edges_with(edge_index, num_nodes, edge_attr)
     y = y.to(torch.float32) if task == "multilabel" else y.to(torch.long).view(-1)
     data = Data(
         x=x.to(torch.float32).contiguous(),
@@ -249,13 +253,16 @@ def check_metric_defined(name: str, metric: str, task: str, y: torch.Tensor, *ma
                              fix="give the split nodes of both classes, or score by accuracy (--metric acc)")
 
 
-def canonical_edges(edge_index: torch.Tensor, num_nodes: int, edge_attr: torch.Tensor | None = None):
-    """``(edge_index, edge_attr)``: sorted, both directions, no duplicates, no self-loops; each kept edge's features
-    the mean of those of the edges it merges (None without ``edge_attr``)."""
-    if edge_attr is None:
-        edge_index, _ = remove_self_loops(edge_index)
-        edge_index = to_undirected(edge_index, num_nodes=num_nodes)
-        return coalesce(edge_index, num_nodes=num_nodes), None
+def canonical_edges(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
+    """Sorted, both directions, no duplicates, no self-loops."""
+    edge_index, _ = remove_self_loops(edge_index)
+    edge_index = to_undirected(edge_index, num_nodes=num_nodes)
+    return coalesce(edge_index, num_nodes=num_nodes)
+
+
+def canonical_edges_with(edge_index: torch.Tensor, num_nodes: int, edge_attr: torch.Tensor):
+    """:func:`canonical_edges` and the edges' features beside them: each kept edge's the mean of those of the edges
+    it merges (its two directions and any duplicates); a self-loop's dropped with it."""
     edge_index, edge_attr = remove_self_loops(edge_index, edge_attr)
     both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
     return coalesce(both, torch.cat([edge_attr, edge_attr]), num_nodes=num_nodes, reduce="mean")

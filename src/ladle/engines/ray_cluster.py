@@ -206,11 +206,9 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
             ray.shutdown()
 
 
-def train_ddp(spec, graph, store, *, device: str = "cpu", engine: EngineConfig = EngineConfig(), on_epoch=None):
-    """The data-parallel baseline on this engine: its ranks started by Ray Train (:func:`ladle.ddp.train_ddp_on_ray`)."""
-    from ladle.ddp import train_ddp_on_ray
-
-    return train_ddp_on_ray(spec, graph, store, device=device, engine=engine, on_epoch=on_epoch)
+# The data-parallel baseline on this engine, its ranks started by Ray Train: named, not imported (ladle.ddp builds
+# on this module).
+TRAIN_DDP = "ladle.ddp:train_ddp_on_ray"
 
 
 PART_SHARE = 0.001  # of a node's ladle_part_P resource per task: many ingredients of one part may share the node

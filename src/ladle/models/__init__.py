@@ -69,42 +69,6 @@ def check_weights(source: str, state: dict, config, in_channels: int, out_channe
         raise LadleError(f"{source} holds non-finite (NaN or infinite) weights ({', '.join(bad[:3])})", fix=fix)
 
 
-def load_model(path, name: str | None = None, *, model=None):
-    """Rebuild an ingredient, soup or baseline as an eval-mode ``torch.nn.Module``.
-
-    ``load_model("RUN/soups/gis.safetensors")`` or ``load_model("RUN", "gis")``; ingredients and baselines by
-    their name (``ingredient-03``, ``long-swa``). The weights are read checksum-verified (:mod:`ladle.store`) and
-    checked against the model their sidecar describes before that model is built. A run of a model given from Python
-    needs that model again: ``model=`` (see :mod:`ladle.models.python_model`), and gets it back as its own class
-    (a ``GraphSAGE`` for PyG's ``GraphSAGE``) with the stored weights.
-    """
-    from ladle.models.python_model import PythonModel, register
-
-    if model is not None:
-        register(model)  # trusted as that object alone: a sidecar naming anything else is refused
-    rebuilt = rebuild(path, name)
-    return rebuilt.module if isinstance(rebuilt, PythonModel) else rebuilt
-
-
-def rebuild(path, name: str | None = None):
-    """:func:`load_model` in ladle's model protocol (a user's module inside its ``PythonModel`` wrapper), for
-    ladle's own passes over it."""
-    from pathlib import Path
-
-    from ladle.store import RunDir, model_from_sidecar, read_weights
-
-    path, root = Path(path), None
-    if name is not None:
-        run = RunDir(path)
-        path, root = run.weights_path(name), run.path
-    state, sidecar = read_weights(path, root=root)
-    config, in_channels, out_channels = model_from_sidecar(sidecar)
-    check_weights(str(path), state, config, in_channels, out_channels)
-    model = build_model(config, in_channels, out_channels)
-    model.load_state_dict(state, strict=True)
-    return model.eval()
-
-
 def graph_input(model, graph):
     """What a whole-graph pass of ``model`` over ``graph`` takes as its second argument: the cached
     sparse adjacency the model asks for (``GNN.adjacency``), else the edge list."""
@@ -131,5 +95,5 @@ def __getattr__(name):  # the classes themselves, imported when asked for (they 
     raise AttributeError(name)
 
 
-__all__ = ["MODELS", "build_model", "check_weights", "expected_shapes", "graph_input", "load_model",
+__all__ = ["MODELS", "build_model", "check_weights", "edge_features", "expected_shapes", "graph_input",
            "parameter_bytes"]

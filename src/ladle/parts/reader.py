@@ -276,6 +276,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def load_parts_dataset(spec: str, root=None):
+    """The ``parts:PDIR`` dataset's loader (the registry's signature; a partition folder needs no root)."""
+    return load_parts_graph(spec)
+
+
 def load_parts_graph(spec: str):
     """``load_graph("parts:PDIR")``: the whole graph, put together from the parts (see :meth:`whole_graph`)."""
     return open_parts(parse_parts_spec(spec)).whole_graph()

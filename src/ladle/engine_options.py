@@ -1,4 +1,13 @@
-"""The engines' settings (imports no torch): the run's ``[engine]`` table, shared by every engine."""
+"""The engines' registry and settings (imports no torch): the run's ``[engine]`` table, shared by every engine.
+
+Beside the config (which reads the table) rather than in :mod:`ladle.engines`, whose modules build on the trainer:
+an engine is a module with ``run(specs, graph, store, *, device, engine, on_epoch, on_done, should_stop)`` and,
+optionally, ``prepare(device)`` and ``TRAIN_DDP``, the ``module:function`` that trains the data-parallel baseline its
+own way (``(spec, graph, store, *, device, engine, on_epoch)``; else local processes). ``should_stop(name)`` is the
+driver's: the engine carries its answer to the worker training that model (a callback's
+:class:`ladle.StopIngredient`). Trait ``in-process``: it trains in the driver's process (so a model that cannot be
+imported trains there).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -6,6 +15,13 @@ from typing import ClassVar
 
 from ladle.errors import LadleError, suggest
 from ladle.options import Options, option
+from ladle.registry import Registry
+
+ENGINES = Registry("engine")
+ENGINES.add("serial", "ladle.engines.serial", None, "one ingredient after another in this process",
+            traits=("in-process",))
+ENGINES.add("process", "ladle.engines.process", None, "local worker processes, the graph in shared memory")
+ENGINES.add("ray", "ladle.engines.ray_cluster", None, "one Ray task per ingredient, on a local Ray or a cluster")
 
 
 @dataclass(frozen=True)
@@ -28,8 +44,6 @@ class EngineConfig(Options):
                                     "(e.g. 2G, 512M; the largest part of a parts: run)", empty=True)
 
     def validate(self):
-        from ladle.engines import ENGINES
-
         if self.name != "auto":
             if self.name not in ENGINES:
                 raise LadleError(f"engine.name must be one of auto, {', '.join(ENGINES.names())}, got {self.name!r}",
