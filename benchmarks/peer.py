@@ -143,6 +143,7 @@ def ladle_side(args) -> dict:
     from ladle.models import build_model
     from ladle.sampling import build_sampler
     from ladle.soups import Ingredient, get_soup
+    from ladle.soups.options import GISOptions, LearnedOptions
     from ladle.trainer import batch_loss, train_ingredient
 
     graph = load_graph(f"npz:{args.npz}#0")
@@ -191,10 +192,11 @@ def ladle_side(args) -> dict:
     ingredients = [Ingredient(r.name, r.state, config.model) for r in records]
 
     start = time.perf_counter()
-    get_soup("gis")(ingredients, FastEvaluator(graph, config.model, "val"), granularity=20)
+    get_soup("gis")(ingredients, FastEvaluator(graph, config.model, "val"), GISOptions(granularity=20))
     out["gis"] = time.perf_counter() - start
     out["learned_epoch"] = per_epoch(lambda epochs: get_soup("learned")(
-        ingredients, Evaluator(graph, config.model, "val"), epochs=epochs, lr=args.learned_lr), args.learned_epochs)
+        ingredients, Evaluator(graph, config.model, "val"), LearnedOptions(epochs=epochs, lr=args.learned_lr)),
+        args.learned_epochs)
     return out
 
 

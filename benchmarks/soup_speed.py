@@ -52,9 +52,11 @@ def learned_in_fresh_process(name: str, args) -> tuple:
     # Scored by chunked layer-wise inference (``eval.chunk``), as a user bounding memory would run them:
     # with a full forward for scoring, pls's peak would be that forward's, not its fit's.
     evaluator = Evaluator(graph, model_config, chunk_size=args.eval_chunk)
-    result, seconds, peak = timed(get_soup(name), ingredients, evaluator, device=args.device,
-                                  epochs=args.learned_epochs,
-                                  **({"parts": 16, "parts_per_epoch": 4} if name == "pls" else {}))
+    from ladle.soups import SOUPS
+
+    extra = {"parts": 16, "parts_per_epoch": 4} if name == "pls" else {}
+    options = SOUPS.options(name)(epochs=args.learned_epochs, **extra)
+    result, seconds, peak = timed(get_soup(name), ingredients, evaluator, options, device=args.device)
     return seconds, peak, result.val, Evaluator(graph, model_config, "test").score(result.state)
 
 
@@ -90,6 +92,8 @@ def main(argv=None) -> int:
           f"granularity {args.granularity}")
     print(f"{'arch':5s} {'soup':10s} {'seconds':>8s} {'peak MB':>8s} {'val':>7s} {'test':>7s}")
     figures, identical = {}, True
+    from ladle.soups.options import GISOptions
+
     gis = get_soup("gis")
     for arch in args.archs.split(","):
         ingredients, model_config, trained_s = ingredients_for(arch, args, graph)
@@ -97,10 +101,10 @@ def main(argv=None) -> int:
         test = Evaluator(on_device, model_config, "test")
         if on_device.data.x.is_cuda:  # the first sparse and dense products start CUDA's libraries: not the soup's cost
             test.score(ingredients[0].state)
-        ref, ref_s, ref_mb = timed(gis, ingredients, Evaluator(on_device, model_config), device=args.device,
-                                   granularity=args.granularity)
-        fast, fast_s, fast_mb = timed(gis, ingredients, FastEvaluator(on_device, model_config), device=args.device,
-                                      granularity=args.granularity)
+        options = GISOptions(granularity=args.granularity)
+        ref, ref_s, ref_mb = timed(gis, ingredients, Evaluator(on_device, model_config), options, device=args.device)
+        fast, fast_s, fast_mb = timed(gis, ingredients, FastEvaluator(on_device, model_config), options,
+                                      device=args.device)
         same = ([s["alpha"] for s in ref.trace] == [s["alpha"] for s in fast.trace]
                 and all(ref.state[k].equal(fast.state[k]) for k in ref.state))
         identical &= same

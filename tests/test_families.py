@@ -32,9 +32,11 @@ class ShrinkSoup:
     name = "shrink"
     reference = "a toy for the tests"
 
-    def __call__(self, ingredients, evaluator, factor: float = 0.5, seed: int = 0):
+    def __call__(self, ingredients, evaluator, options: ShrinkOptions | None = None, *, seed: int = 0):
         from ladle.evaluation.evaluator import mix_states
         from ladle.soups.base import SoupResult, rank_by_val
+
+        factor = (options or ShrinkOptions()).factor
 
         best = rank_by_val(ingredients, evaluator)[0][1]
         coefficients = {i.name: (1 - factor) / len(ingredients) + (factor if i is best else 0.0) for i in ingredients}

@@ -11,6 +11,7 @@ from ladle.evaluation.evaluator import Evaluator, mix_states
 from ladle.evaluation.fast import FastEvaluator
 from ladle.models import build_model
 from ladle.soups import Ingredient, get_soup
+from ladle.soups.options import GISOptions
 
 
 def random_graph(seed: int, nodes: int, classes: int = 3, features: int = 5):
@@ -90,8 +91,8 @@ def test_gis_chooses_the_same_alphas_and_weights(seed, layers, arch, tight):
     config = ModelConfig(name=arch, layers=layers, hidden=8, heads=2)
     parts = ingredients(config, graph, 4, seed)
     gis = get_soup("gis")
-    a = gis(parts, Evaluator(graph, config), granularity=9)
-    b = gis(parts, FastEvaluator(graph, config, memory_floats=1 if tight else 2**27), granularity=9)
+    a = gis(parts, Evaluator(graph, config), GISOptions(granularity=9))
+    b = gis(parts, FastEvaluator(graph, config, memory_floats=1 if tight else 2**27), GISOptions(granularity=9))
     assert [s["alpha"] for s in a.trace] == [s["alpha"] for s in b.trace]
     assert a.coefficients == b.coefficients
     assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)

@@ -9,7 +9,7 @@ from ladle.data import load_graph
 from ladle.evaluation import Evaluator
 from ladle.soups import Ingredient, get_soup
 from ladle.soups.learned import MixingWeights
-from ladle.soups.options import PLSOptions
+from ladle.soups.options import LearnedOptions, PLSOptions
 from ladle.store import RunDir
 
 
@@ -37,7 +37,7 @@ def test_identical_ingredients_give_that_ingredient(trained):
     copies = [Ingredient(f"copy-{i}", ingredients[0].state, model_config) for i in range(3)]
     val = Evaluator(graph, model_config, "val")
     for name in ("learned", "pls"):
-        result = get_soup(name)(copies, val, **config.soup(name))
+        result = get_soup(name)(copies, val, config.soup_settings(name))
         for key, tensor in ingredients[0].state.items():
             assert torch.allclose(result.state[key], tensor, atol=1e-6), (name, key)
 
@@ -58,7 +58,7 @@ def test_fitting_lowers_the_validation_loss(trained):
     val = Evaluator(graph, model_config, "val")
     with torch.no_grad():
         start = float(val.loss(MixingWeights(ingredients, "uniform", 0, "cpu").state()))
-    result = get_soup("learned")(ingredients, val, **config.soup("learned"))
+    result = get_soup("learned")(ingredients, val, config.soup_settings("learned"))
     with torch.no_grad():
         end = float(val.loss(result.state))
     assert end < start
@@ -77,7 +77,7 @@ def test_pls_runs_each_epoch_on_r_of_k_parts(trained):
         return original(state, nodes)
 
     val.loss = spy
-    a = get_soup("pls")(ingredients, val, seed=3, **config.soup("pls"))
+    a = get_soup("pls")(ingredients, val, config.soup_settings("pls"), seed=3)
     parts = val.parts(8, 3)
     assert len(seen) == config.soup("pls")["epochs"]
     for nodes in seen:
@@ -85,7 +85,7 @@ def test_pls_runs_each_epoch_on_r_of_k_parts(trained):
         members = [i for i, p in enumerate(parts) if bool(torch.isin(p, nodes).all())]
         assert len(members) == 2 and nodes.numel() == sum(parts[i].numel() for i in members)
     val.loss = original
-    b = get_soup("pls")(ingredients, val, seed=3, **config.soup("pls"))
+    b = get_soup("pls")(ingredients, val, config.soup_settings("pls"), seed=3)
     assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
 
 
@@ -123,8 +123,8 @@ def test_batch_norm_statistics_follow_their_layers_mix():
         state["norms.0.module.running_mean"] = torch.full((8,), float(k))
         ingredients.append(Ingredient(f"i{k}", state, config))
     val = Evaluator(graph, config, "val")
-    for name, options in (("learned", {"epochs": 5}), ("pls", {"epochs": 5, "parts": 4, "parts_per_epoch": 2})):
-        result = get_soup(name)(ingredients, val, **options)
+    for name, options in (("learned", LearnedOptions(epochs=5)), ("pls", PLSOptions(epochs=5, parts=4, parts_per_epoch=2))):
+        result = get_soup(name)(ingredients, val, options)
         alphas = result.trace[-1]["per_tensor_alphas"]["norms.0.module.weight"]
         expected = sum(a * k for k, a in enumerate(alphas))
         assert torch.allclose(result.state["norms.0.module.running_mean"], torch.full((8,), expected), atol=1e-5)

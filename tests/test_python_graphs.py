@@ -227,3 +227,13 @@ def test_every_public_name_is_what_it_names_after_every_module_is_imported():
             "print(' '.join(n for n in ladle.__all__ if isinstance(getattr(ladle, n), types.ModuleType)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"these public names are modules: {out}"
+
+
+def test_predictions_run_on_eval_device_and_a_gpu_run_predicts_on_a_cpu_machine(monkeypatch, caplog):
+    import torch
+
+    from ladle import prediction
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert prediction._device("cuda:1") == torch.device("cpu") and "predicting on the CPU" in caplog.text
+    assert prediction._device("cpu") == torch.device("cpu")

@@ -7,6 +7,7 @@ from ladle.errors import LadleError
 from ladle.evaluation import mix_states
 from ladle.soups import Ingredient, get_soup
 from ladle.soups.gis import choose_alpha
+from ladle.soups.options import GISOptions
 
 MODEL = ModelConfig()
 
@@ -54,7 +55,7 @@ def test_greedy_adds_only_what_does_not_hurt():
 def test_gis_finds_the_known_alpha():
     # soup=a (w=0, best), ingredient b (w=4); target 1 = 0.75*a + 0.25*b, so α = 0.75 is on the grid of 5.
     a, b = ing("a", [0.0]), ing("b", [4.0])
-    result = get_soup("GIS")([b, a], closeness([1.0]), granularity=5)
+    result = get_soup("GIS")([b, a], closeness([1.0]), GISOptions(granularity=5))
     step = result.trace[1]
     assert step["alphas"] == [0.0, 0.25, 0.5, 0.75, 1.0]
     assert step["alpha"] == 0.75 and step["score"] == 0.0
@@ -64,7 +65,7 @@ def test_gis_finds_the_known_alpha():
 
 def test_gis_never_drops_below_the_best_ingredient_and_ties_go_to_larger_alpha():
     flat = FakeEvaluator(lambda s: 0.5)
-    result = get_soup("gis")([ing("a", [0.0]), ing("b", [9.0]), ing("c", [5.0])], flat, granularity=4)
+    result = get_soup("gis")([ing("a", [0.0]), ing("b", [9.0]), ing("c", [5.0])], flat, GISOptions(granularity=4))
     assert all(step["alpha"] == 1.0 for step in result.trace[1:])
     assert result.coefficients == {"a": 1.0} and result.state["w"].tolist() == [0.0]
     assert choose_alpha([0.0, 0.5, 1.0], [0.7, 0.7, 0.6]) == 1
@@ -75,7 +76,7 @@ def test_gis_three_steps_keep_coefficients_over_ingredients():
     # Scores prefer w close to 2.4: ranked a (w=2), c (w=3), b (w=0). Worked by hand, α over {0, 0.5, 1}:
     # with c, α·2 + (1-α)·3 is 3, 2.5 or 2 -> α = 0.5 (2.5); with b, α·2.5 is 0, 1.25 or 2.5 -> α = 1.
     ev = closeness([2.4])
-    result = get_soup("gis")([ing("b", [0.0]), ing("a", [2.0]), ing("c", [3.0])], ev, granularity=3)
+    result = get_soup("gis")([ing("b", [0.0]), ing("a", [2.0]), ing("c", [3.0])], ev, GISOptions(granularity=3))
     assert [step["alpha"] for step in result.trace[1:]] == [0.5, 1.0]
     assert {n: c for n, c in result.coefficients.items() if c} == {"a": 0.5, "c": 0.5}
     assert result.state["w"].tolist() == [2.5]
@@ -153,3 +154,13 @@ def test_every_soup_ranks_the_ingredients_from_one_batch_of_scores():
     assert memo.score_many([[(0.5, twin)]]) == [plain.score({"w": twin["w"] * 0.5})]
     assert counting.scored == before + 2
     assert memo.score(twin) == plain.score(twin) and counting.scored == before + 2  # remembered now
+
+
+def test_a_soup_takes_its_options_object_and_a_misspelt_option_is_not_swallowed():
+    ings = [ing("a", [1.0]), ing("b", [2.0])]
+    with pytest.raises(TypeError, match="granularty"):
+        get_soup("gis")(ings, closeness([1.0]), granularty=5)  # was taken by **_ and ignored: GIS ran with 20
+    with pytest.raises(LadleError, match="the uniform soup takes no options"):
+        get_soup("uniform")(ings, closeness([1.0]), GISOptions(granularity=5))
+    result = get_soup("gis")(ings, closeness([1.0]), GISOptions(granularity=3))
+    assert result.trace[1]["alphas"] == [0.0, 0.5, 1.0]

@@ -694,7 +694,7 @@ def _soups_on(run_dir, config, graph, soups, ingredients, model_config, fingerpr
         if on_soup:
             on_soup(method.name, "start")
         with measure(device) as usage:
-            result = method(ingredients, val, seed=config.seed, **config.soup(method.name))
+            result = method(ingredients, val, config.soup_settings(method.name), seed=config.seed)
             val.release()
         if result.state is None:
             test_score = test.score_ensemble([i.state for i in ingredients if i.name in result.coefficients])

@@ -116,12 +116,18 @@ class RunConfig(Options):
             raise LadleError(f"the recipes add up to {sum(r.count for r in self.recipes)} ingredients but "
                              f"ingredients = {self.ingredients}", fix="make the counts add up to ingredients")
 
-    def soup(self, name: str) -> dict:
-        """The options soup ``name`` runs with, as keywords (its defaults where the config gives none)."""
+    def soup_settings(self, name: str):
+        """The validated options object soup ``name`` is called with (its defaults where the config gives none;
+        None for a soup that takes none)."""
         from ladle.soups import SOUPS
 
         given, cls = dict(self.soup_options).get(name), SOUPS.options(name)
-        return (given or cls()).to_dict() if cls is not None else {}
+        return (given or cls()) if cls is not None else None
+
+    def soup(self, name: str) -> dict:
+        """:meth:`soup_settings` as a table (what config files and sidecars hold)."""
+        settings = self.soup_settings(name)
+        return settings.to_dict() if settings is not None else {}
 
     def cuts(self) -> list[tuple[str, str, int]]:
         """Every cut of the graph the run asks for before anything trains, as ``(setting, method, parts)``: the

@@ -12,6 +12,7 @@ What each ``output`` is, one row per node in node order (original ids for a part
 """
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -21,6 +22,8 @@ from ladle.evaluation.evaluator import ensemble_probabilities, probabilities_as_
 from ladle.models import graph_input
 from ladle.soups import DEFAULT_PREDICTOR, SOUPS
 from ladle.store import RunDir, rebuild
+
+log = logging.getLogger(__name__)
 
 OUTPUTS = ("labels", "proba", "logits", "embeddings")
 
@@ -64,14 +67,26 @@ def _predicted(run_dir, name, output, graph, root, graph_file):
     graph = run_graph(run, config, graph=graph, root=root, graph_file=graph_file)
     models = [_checked_model(run, member, graph) for member in names]
     multilabel = graph.task == "multilabel"
+    device = _device(config.eval.device or config.device)
     if is_parts(graph):
-        scores, nodes, split = _from_parts(models, graph, config.model, config.eval.chunk, output)
+        scores, nodes, split = _from_parts(models, graph, config.model, config.eval.chunk, output, device)
     else:
         nodes, split = list(range(graph.num_nodes)), _split_names(graph)
+        graph, models = graph.to(device), [m.to(device) for m in models]
         with torch.no_grad():
             scores = _embeddings(models[0], graph) if output == "embeddings" else \
                 [whole_graph_logits(m, graph, config.eval.chunk) for m in models]
     return _as_output(scores, output, multilabel), nodes, split, multilabel
+
+
+def _device(name: str) -> torch.device:
+    """Where predictions run: the run's ``eval.device`` (else its device); a GPU run read on a machine without one
+    predicts on the CPU, and says so."""
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        log.warning("the run evaluates on %s, which this machine lacks: predicting on the CPU", name)
+        return torch.device("cpu")
+    return device
 
 
 def _as_output(scores, output: str, multilabel: bool) -> torch.Tensor:
@@ -119,7 +134,7 @@ def _checked_model(run: RunDir, member: str, graph):
     return model
 
 
-def _from_parts(models, source, model_config, chunk: int, output: str):
+def _from_parts(models, source, model_config, chunk: int, output: str, device):
     """Every node's logits streamed over the parts (:mod:`ladle.evaluation.streamed`), ordered by original id."""
     import numpy as np
 
@@ -130,7 +145,7 @@ def _from_parts(models, source, model_config, chunk: int, output: str):
                          fix="ask for --output labels, proba or logits")
     view = PartsView(source)
     try:
-        evaluator = StreamedEvaluator(view, model_config, "all", chunk)
+        evaluator = StreamedEvaluator(view, model_config, "all", chunk, device)
         states = [m.state_dict() for m in models]
         # The ensemble's mean probability comes back as logits: the same probabilities, argmax and side of 1/2.
         scores = evaluator.logits(states[0]) if len(states) == 1 else evaluator.ensemble_logits(states)

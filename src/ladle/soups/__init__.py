@@ -1,7 +1,8 @@
 """Soups: one file per method, one signature, and this registry (it imports no torch).
 
-A soup is called as ``soup(ingredients, evaluator, seed=..., **options)`` with the fields of its options
-dataclass (:mod:`ladle.soups.options`); it sees ingredients and a validation evaluator, nothing else.
+A soup is called as ``soup(ingredients, evaluator, options, seed=...)`` with its validated options object (the
+dataclass its entry names, :mod:`ladle.soups.options`; None for its defaults); it sees ingredients and a validation
+evaluator, nothing else.
 """
 from ladle.registry import Registry
 

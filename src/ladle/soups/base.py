@@ -54,7 +54,16 @@ class Soup(Protocol):
     name: str
     reference: str
 
-    def __call__(self, ingredients: Sequence[Ingredient], evaluator, **options) -> SoupResult: ...
+    def __call__(self, ingredients: Sequence[Ingredient], evaluator, options=None, *, seed: int = 0) -> SoupResult:
+        """``options``: the soup's validated options object (its registry entry's class; None for its defaults, and
+        for a soup that has none); ``seed``: the run's, for a soup that draws anything."""
+
+
+def no_options(soup, options) -> None:
+    """A soup without options was given some: one message, not a silent default."""
+    if options is not None:
+        raise LadleError(f"the {soup.name} soup takes no options, got {type(options).__name__}",
+                         fix=f"call it as {soup.name}(ingredients, evaluator)")
 
 
 def check_compatible(ingredients: Sequence[Ingredient]) -> None:

@@ -12,6 +12,7 @@ import torch
 
 from ladle.evaluation.evaluator import mix_states
 from ladle.soups.base import SoupResult, check_compatible, rank_by_val
+from ladle.soups.options import GISOptions
 
 
 def choose_alpha(alphas: list[float], scores: list[float]) -> int:
@@ -27,8 +28,9 @@ class GISSoup:
     name = "gis"
     reference = "https://arxiv.org/abs/2306.10466"
 
-    def __call__(self, ingredients, evaluator, granularity: int = 20, **_):
+    def __call__(self, ingredients, evaluator, options: GISOptions | None = None, *, seed: int = 0):
         check_compatible(ingredients)
+        granularity = (options or GISOptions()).granularity
         alphas = torch.linspace(0, 1, granularity, dtype=torch.float64).tolist()
         ranked = rank_by_val(ingredients, evaluator)
         best_score, first = ranked[0]

@@ -5,14 +5,15 @@ if the validation score of the average with it is at least the score without it:
 the ingredient (the score "does not drop"), since more members rarely hurt out of sample.
 """
 from ladle.evaluation.evaluator import mix_states
-from ladle.soups.base import SoupResult, check_compatible, rank_by_val
+from ladle.soups.base import SoupResult, check_compatible, no_options, rank_by_val
 
 
 class GreedySoup:
     name = "greedy"
     reference = "https://arxiv.org/abs/2203.05482"
 
-    def __call__(self, ingredients, evaluator, **_):
+    def __call__(self, ingredients, evaluator, options=None, *, seed: int = 0):
+        no_options(self, options)
         check_compatible(ingredients)
         ranked = rank_by_val(ingredients, evaluator)
         best_score, best = ranked[0]

@@ -19,6 +19,7 @@ import math
 import torch
 
 from ladle.soups.base import SoupResult, check_compatible, rank_by_val
+from ladle.soups.options import LearnedOptions
 
 STATISTICS = (".running_mean", ".running_var")  # BatchNorm's buffers: measured, not learned
 
@@ -99,11 +100,9 @@ class LearnedSoup:
     name = "learned"
     reference = "https://arxiv.org/abs/2203.05482"
 
-    def __call__(self, ingredients, evaluator, seed: int = 0, **options):
-        from ladle.soups.options import LearnedOptions
-
+    def __call__(self, ingredients, evaluator, options: LearnedOptions | None = None, *, seed: int = 0):
         check_compatible(ingredients)
-        options = LearnedOptions(**options)
+        options = options or LearnedOptions()
         weights, trace = fit(ingredients, evaluator, options, lambda epoch: None)
         return finish(self.name, ingredients, evaluator, weights, trace)
 

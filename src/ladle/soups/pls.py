@@ -16,17 +16,16 @@ import torch
 from ladle.seeding import derive_seed
 from ladle.soups.base import check_compatible
 from ladle.soups.learned import finish, fit
+from ladle.soups.options import PLSOptions
 
 
 class PartitionLearnedSoup:
     name = "pls"
     reference = "Zuber et al., Enhanced Soups for Graph Neural Networks (2025)"
 
-    def __call__(self, ingredients, evaluator, seed: int = 0, **options):
-        from ladle.soups.options import PLSOptions
-
+    def __call__(self, ingredients, evaluator, options: PLSOptions | None = None, *, seed: int = 0):
         check_compatible(ingredients)
-        options = PLSOptions(**options)
+        options = options or PLSOptions()
         parts = evaluator.parts(options.parts, seed)
         gen = torch.Generator().manual_seed(derive_seed(seed, "pls"))
 
