@@ -4,7 +4,10 @@ Both systems get the same npz graph (ladle writes it: Cora, and csbm-arxiv as a 
 for the sampler rows only), the same
 GraphSAGE (2 layers, hidden 128, mean aggregation, no dropout), the same fanouts (one per layer, as the peer's
 trainer takes a single number), batch size, learning rate and thread count. Each measure runs in a fresh process
-per system, peer and ladle alternating, ``--rounds`` times; the table keeps each system's best round.
+per system, in ``--pairs`` pairs (default 5) whose order alternates (peer first, then ladle first, ...), so that a
+machine whose load drifts slows both sides of a pair alike. Each row reports the median of the pairs' ratios and
+their range; a row counts as "ladle faster" only when its whole range lies above 1 ("slower" below 1, else "no
+clear difference").
 
 Rows (times in seconds, lower is better, except the two sampler rates):
   gis: GIS over 4 ingredients, granularity 20, setup included (ladle: its fast evaluator's bank and plan);
@@ -25,8 +28,9 @@ The peer runs from its own environment (DGL has no build for ladle's torch), mad
 
 The peer-side glue (graph from npz, the peer's trainer, soups and evaluation called on CPU) lives in this file; the
 peer's code is imported from ``--peer-repo`` unmodified. Without the peer the script says so and exits 0. The last
-line is key=value pairs: for each graph and row, ``peer/ladle`` time ratios (above 1: ladle is faster) and, for the
-samplers, ``ladle/peer`` rate ratios (above 1: ladle is faster).
+line is key=value pairs: for each graph and row, the median ``peer/ladle`` time ratio (above 1: ladle is faster;
+for the samplers the ``ladle/peer`` rate ratio) and its paired range (``_low``, ``_high``), then
+``rows_ladle_faster`` (range above 1), ``rows_ladle_slower`` (range below 1) and ``rows``.
 """
 from __future__ import annotations
 
@@ -240,6 +244,16 @@ def one_side(side: str, npz: Path, args, work: Path, sampling_only: bool) -> dic
     return json.loads(lines[-1])
 
 
+def paired(peer: list[float], ladle: list[float], rate: bool) -> tuple[float, float, float, str]:
+    """Pair i's ratio (above 1: ladle is faster) for each i, as (median, lowest, highest, verdict)."""
+    import statistics
+
+    ratios = [(ours / theirs) if rate else (theirs / ours) for theirs, ours in zip(peer, ladle, strict=True)]
+    low, high = min(ratios), max(ratios)
+    verdict = "ladle faster" if low > 1 else "ladle slower" if high < 1 else "no clear difference"
+    return statistics.median(ratios), low, high, verdict
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--peer-python", default="", help="the peer environment's python")
@@ -248,7 +262,7 @@ def main(argv=None) -> int:
     parser.add_argument("--datasets", default="Cora,csbm-arxiv")
     parser.add_argument("--sampling-datasets", default="csbm-products",
                         help="graphs measured on the two sampler rows only (the peer's soups take hours there)")
-    parser.add_argument("--rounds", type=int, default=2, help="runs per system and graph, alternating")
+    parser.add_argument("--pairs", type=int, default=5, help="alternated pairs of runs (one per system) per graph")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--epochs", type=int, default=2, help="epochs per ingredient")
     parser.add_argument("--fanout", type=int, default=10, help="neighbours sampled per node, at both layers")
@@ -275,32 +289,37 @@ def main(argv=None) -> int:
         return 0
     work = Path(args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
-    figures, lines = {}, ["| graph | measure (1 thread) | peer (DGL) | ladle | peer/ladle time |", "|---|---|---|---|---|"]
+    figures, lines = {}, ["| graph | measure (1 thread) | peer (DGL), median | ladle, median | ratio, median "
+                          "[paired range] | verdict |", "|---|---|---|---|---|---|"]
+    verdicts = []
     graphs = [(n, False) for n in args.datasets.split(",") if n] + [
         (n, True) for n in args.sampling_datasets.split(",") if n]
     for name, sampling_only in graphs:
         npz = export(name, args, work)
-        best: dict[str, dict] = {"peer": {}, "ladle": {}}
-        for round_ in range(args.rounds):
-            for side in (("peer", "ladle") if round_ % 2 == 0 else ("ladle", "peer")):
+        runs: dict[str, list[dict]] = {"peer": [], "ladle": []}
+        for pair in range(args.pairs):
+            for side in (("peer", "ladle") if pair % 2 == 0 else ("ladle", "peer")):
                 measured = one_side(side, npz, args, work, sampling_only)
-                print(f"{name} round {round_} {side}: {json.dumps({k: round(v, 3) for k, v in measured.items()})}",
+                print(f"{name} pair {pair} {side}: {json.dumps({k: round(v, 3) for k, v in measured.items()})}",
                       flush=True)
-                for row, value in measured.items():
-                    keep = max if row in RATES else min
-                    best[side][row] = keep(best[side].get(row, value), value)
+                runs[side].append(measured)
         key = name.lower().replace("-", "_").replace(":", "_")
-        for row in [r for r in ROWS if r in best["peer"]]:
-            peer, ours = best["peer"][row], best["ladle"][row]
-            ratio = ours / peer if row in RATES else peer / ours  # above 1: ladle is faster
-            figures[f"{key}_{row}"] = round(ratio, 2)
+        import statistics
+
+        for row in [r for r in ROWS if r in runs["peer"][0]]:
+            peer, ours = [m[row] for m in runs["peer"]], [m[row] for m in runs["ladle"]]
+            median, low, high, verdict = paired(peer, ours, row in RATES)
+            figures.update({f"{key}_{row}": round(median, 2), f"{key}_{row}_low": round(low, 2),
+                            f"{key}_{row}_high": round(high, 2)})
+            verdicts.append(verdict)
             fmt = (lambda v: f"{v / 1e6:.2f} M" if v > 1e6 else f"{v / 1e3:.1f} k") if row in RATES else (
                 lambda v: f"{v:.3f}")
-            lines.append(f"| {name} | {LABELS[row]} | {fmt(peer)} | {fmt(ours)} | {ratio:.2f}x "
-                         f"{'faster' if ratio >= 1 else 'slower'} |")
+            lines.append(f"| {name} | {LABELS[row]} | {fmt(statistics.median(peer))} | {fmt(statistics.median(ours))} "
+                         f"| {median:.2f}x [{low:.2f}, {high:.2f}] | {verdict} |")
     print("\n".join(lines))
-    figures["rows_ladle_faster"] = sum(v >= 1 for v in figures.values())
-    figures["rows"] = len(figures) - 1
+    figures["rows_ladle_faster"] = verdicts.count("ladle faster")
+    figures["rows_ladle_slower"] = verdicts.count("ladle slower")
+    figures["rows"] = len(verdicts)
     summary = " ".join(f"{k}={v}" for k, v in figures.items())
     if args.markdown:
         import datetime
@@ -314,8 +333,8 @@ def main(argv=None) -> int:
                                 cwd=Path(__file__).resolve().parent).stdout.strip() or "unknown"
         made = (f"Ran {datetime.date.today().isoformat()} at commit {commit} on {os.cpu_count()} cores "
                 f"({platform.machine()}), "
-                f"ladle with torch {torch.__version__}, the peer with its own environment; best of {args.rounds} "
-                f"alternating rounds per system, {args.threads} thread(s), GraphSAGE 2 x {args.hidden}, fanout "
+                f"ladle with torch {torch.__version__}, the peer with its own environment; {args.pairs} pairs of runs, "
+                f"the order alternating pair by pair, {args.threads} thread(s), GraphSAGE 2 x {args.hidden}, fanout "
                 f"{args.fanout} per layer, batch {args.batch_size}, {args.epochs} epochs per ingredient.")
         text = "\n".join([f"```\n{command}\n```", "", made, "", *lines, "", f"```\n{summary}\n```", ""])
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)

@@ -536,9 +536,25 @@ def main(argv=None) -> int:
 
 def write_index() -> None:
     """docs/RESULTS.md: the two reports, when each was made, and the measurements made outside them."""
+    from answer import table
     from ladle.files import atomic_write
 
-    lines = ["# Results", "", "Every figure comes from a script in `benchmarks/`, headed by its command, machine and "
+    answer, _ = table()
+    lines = ["# Results", "", "## Does it pay, and when?", "",
+             "`python benchmarks/answer.py` (from the committed payoff records; it trains nothing): each kind of graph's "
+             "pipelines pooled, test accuracy (ROC-AUC for tolokers) in points. The row to use is the one with the "
+             "highest validation gain over the best ingredient, pipeline by pipeline (never chosen on test); its test "
+             "gain is given with its spread over pipelines. A soup is one model at inference, the ensemble K.", "",
+             *answer, "",
+             "In words: on small full-batch graphs nothing beats the best ingredient by more than the noise; on the "
+             "large synthetic graphs the soups beat the best ingredient, the ensemble more, and one model trained K "
+             "times as long, its weights averaged over its epochs (its SWA), more still; where each ingredient sees "
+             "only its own part of the graph, the soups barely beat the best ingredient, and one model on the whole "
+             "graph (its SWA, or DDP across the workers) is far ahead. Souping pays where neither of those can run. "
+             "Every cell, where a soup loses included, is in the reports below and in "
+             "[benchmarks/RESULTS.md](../benchmarks/RESULTS.md).", "",
+             "## The reports", "",
+             "Every figure comes from a script in `benchmarks/`, headed by its command, machine and "
              "date. `python benchmarks/reproduce.py` regenerates these reports (and this index):", ""]
     for name, what in (("quick", f"fewer epochs and smaller graphs, {QUICK_DURATION}"),
                        ("full", f"the full settings, {FULL_DURATION}")):

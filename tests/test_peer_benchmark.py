@@ -23,3 +23,17 @@ def test_without_the_peer_it_says_why_and_exits_cleanly(tmp_path):
     (tmp_path / "soups.py").write_text("")
     done = run("--peer-python", sys.executable, "--peer-repo", str(tmp_path), "--work", str(tmp_path))
     assert done.returncode == 0 and "cannot import dgl" in done.stdout and done.stdout.endswith("peer=absent\n")
+
+
+def test_a_row_is_faster_only_when_every_pair_says_so():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import peer
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    # Times: the peer's over ladle's, pair by pair (1.5, 2.0, 1.25): a median of 1.5, its range above 1.
+    assert peer.paired([3.0, 4.0, 2.5], [2.0, 2.0, 2.0], rate=False) == (1.5, 1.25, 2.0, "ladle faster")
+    # One pair the other way round: no verdict, whatever the median says.
+    assert peer.paired([3.0, 4.0, 1.0], [2.0, 2.0, 2.0], rate=False)[3] == "no clear difference"
+    # Rates: ladle's over the peer's.
+    assert peer.paired([10.0, 10.0], [5.0, 8.0], rate=True) == (0.65, 0.5, 0.8, "ladle slower")

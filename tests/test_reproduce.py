@@ -287,3 +287,24 @@ def test_the_user_model_soup_benchmark_times_every_soup_against_an_ingredient(pl
     assert float(figures["slowest_soup_vs_ingredient"]) == pytest.approx(
         max(float(figures[k]) for k in ("uniform_s", "greedy_s", "gis_s", "ensemble_s")) / float(figures["ingredient_s"]),
         abs=0.01 + 0.01 / float(figures["ingredient_s"]))
+
+
+def test_the_answer_chooses_each_kinds_row_on_validation_and_reports_test(tmp_path):
+    answer = bench("answer")
+
+    def record(cell, seed, best, gis, long, *, best_val, gis_val, long_val, cap=30):
+        return {"cell": cell, "dataset": "Cora", "trunk": 0, "seed": seed, "epoch_cap": cap, "best": best,
+                "best_val": best_val, "gis": gis, "gis_val": gis_val, "long": long, "long_val": long_val,
+                "soup_seconds": {"gis": 2.0}, "seconds": {"training": 10.0}}
+
+    records = tmp_path / "r.jsonl"
+    rows = [record("Cora gcn full", 0, 0.70, 0.72, 0.90, best_val=0.70, gis_val=0.75, long_val=0.71),
+            record("Cora gcn full", 1, 0.60, 0.64, 0.90, best_val=0.60, gis_val=0.65, long_val=0.61),
+            # a cap rerun lower than the plan's is left out, whatever it scored
+            record("Cora gcn full", 2, 0.10, 0.99, 0.99, best_val=0.10, gis_val=0.99, long_val=0.99, cap=10)]
+    records.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    lines, last = answer.table([records])
+    small = next(line for line in lines if line.startswith("| small"))
+    # GIS: validation gain +5 points against the long model's +1, so GIS, though long wins on test (+25 against +3).
+    assert "| 2 | 65.00 | 68.00 |" in small and "| GIS soup | +3.00 ± 1.41 | 1 model; 2.00 s of souping |" in small
+    assert last[:3] == ["small_row=gis", "small_gain=3.000", "small_gis_gain=3.000"]
