@@ -55,7 +55,7 @@ class EveryOther:
 
     name = "every-other"
 
-    def __init__(self, graph, config, seed, **_):
+    def __init__(self, graph, config, seed):
         self.graph, self.stride = graph, config.stride
 
     def batches(self, epoch):

@@ -1,8 +1,9 @@
 """Samplers: one protocol, one file each; all vectorised torch, PyG mini-batch conventions.
 
 The registry (this module imports no torch): each sampler's class and its options dataclass
-(:mod:`ladle.sampling.options`). A sampler is built as ``cls(graph, config, seed, num_layers=...,
-cache_dir=..., adjacency=...)`` and takes the keywords it needs.
+(:mod:`ladle.sampling.options`). A sampler is built as ``cls(graph, config, seed, ...)`` with ``config`` its validated
+options (:class:`~ladle.sampling.options.SamplerConfig`) and, of the context ``num_layers``, ``cache_dir`` and
+``adjacency``, the keywords its ``__init__`` declares.
 """
 from ladle.registry import Registry
 
@@ -30,8 +31,12 @@ DEFAULT_SAMPLER = "full"  # a run's sampler when it names none (and an old sidec
 def build_sampler(graph, config, seed: int, *, num_layers: int = 2, cache_dir=None, adjacency: str | None = None):
     """The sampler ``config`` names, over ``graph``; ``num_layers`` is the model's depth (the layer-wise samplers
     need it), ``adjacency`` the sparse adjacency a full batch carries for the model (``GNN.adjacency``)."""
+    import inspect
+
     cls = SAMPLERS.get(config.name)
-    return cls(graph, config, seed, num_layers=num_layers, cache_dir=cache_dir, adjacency=adjacency)
+    context = {"num_layers": num_layers, "cache_dir": cache_dir, "adjacency": adjacency}
+    wanted = inspect.signature(cls).parameters  # each sampler declares the context it reads, and gets that alone
+    return cls(graph, config, seed, **{k: v for k, v in context.items() if k in wanted})
 
 
 __all__ = ["DEFAULT_SAMPLER", "SAMPLERS", "build_sampler"]

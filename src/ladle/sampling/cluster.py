@@ -17,7 +17,7 @@ from ladle.sampling.partition import metis_parts, part_nodes
 class ClusterSampler:
     name = "cluster"
 
-    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, *, cache_dir=None, **_):
+    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, *, cache_dir=None):
         self.graph, self.config, self.seed = graph, config, seed
         # The partition depends on the graph only (seed 0), so every ingredient of a run shares one cache entry.
         self.membership = metis_parts(graph, config.parts, 0, cache_dir)

@@ -15,7 +15,7 @@ class FullBatch:
 
     name = "full"
 
-    def __init__(self, graph: Graph, config=None, seed: int = 0, *, adjacency: str | None = None, **_):
+    def __init__(self, graph: Graph, config=None, seed: int = 0, *, adjacency: str | None = None):
         data = graph.data
         extra = {} if adjacency is None else {"adj_t": graph.adj_t(adjacency)}
         if data.get("edge_attr") is not None:

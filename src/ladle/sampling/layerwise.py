@@ -36,7 +36,7 @@ class LayerwiseSampler:
 
     carries_edge_attr = False  # its layers' edges are re-drawn and re-weighted, not the graph's edges
 
-    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, *, num_layers: int = 2, **_):
+    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, *, num_layers: int = 2):
         self.graph, self.config, self.seed, self.num_layers = graph, config, seed, num_layers
         self.name = config.name
         rowptr, col = (t.cpu() for t in graph.csr())

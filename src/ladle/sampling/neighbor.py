@@ -95,7 +95,7 @@ def shuffled_offsets(degree: torch.Tensor, k: int, gen: torch.Generator) -> torc
 class NeighborSampler:
     name = "neighbor"
 
-    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, **_):
+    def __init__(self, graph: Graph, config: SamplerConfig, seed: int):
         self.graph, self.config, self.seed = graph, config, seed
         self.train_nodes = graph.mask("train").nonzero().view(-1).cpu()
         # Global -> local id of this batch's nodes, _NEVER elsewhere; reset in O(batch) after each batch.

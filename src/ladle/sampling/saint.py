@@ -25,7 +25,7 @@ from ladle.seeding import derive_seed
 
 
 class SaintSampler:
-    def __init__(self, graph: Graph, config: SamplerConfig, seed: int, **_):
+    def __init__(self, graph: Graph, config: SamplerConfig, seed: int):
         self.graph, self.config, self.seed = graph, config, seed
         self.name = config.name
         self.kind = config.name.removeprefix("saint-")
