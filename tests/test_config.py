@@ -86,3 +86,35 @@ def test_engine_resolution_and_round_trip(tmp_path):
     path = tmp_path / "c.toml"
     path.write_text(dump_toml(config.to_dict()))
     assert build_config(load_toml(path)) == config
+
+
+def test_an_option_that_does_nothing_for_a_member_stays_out_of_the_identity():
+    """GCN reads no heads, GraphSAINT's node sampler no walk length: changing them changes no weight, so not the run's
+    identity either; for GAT and the random-walk sampler they count. Runs made before keep their (legacy) identity."""
+    base, more_heads = build_config({"model": {"name": "gcn"}}), build_config({"model": {"name": "gcn", "heads": 4}})
+    assert base.identity_sha256() == more_heads.identity_sha256()
+    assert base.identity_sha256(legacy=True) != more_heads.identity_sha256(legacy=True)  # as runs before recorded it
+    assert base.is_identity(base.identity_sha256(legacy=True)) and not base.is_identity(more_heads.identity_sha256(
+        legacy=True))
+    gat, gat4 = build_config({"model": {"name": "gat"}}), build_config({"model": {"name": "gat", "heads": 4}})
+    assert gat.identity_sha256() != gat4.identity_sha256()
+    node = [build_config({"sampler": {"name": "saint-node", "saint-node": {"walk_length": w}}}) for w in (2, 5)]
+    walk = [build_config({"sampler": {"name": "saint-rw", "saint-rw": {"walk_length": w}}}) for w in (2, 5)]
+    assert node[0].identity_sha256() == node[1].identity_sha256()
+    assert walk[0].identity_sha256() != walk[1].identity_sha256()
+
+
+def test_a_stored_run_accepts_an_edit_of_an_option_that_does_nothing_for_it(tmp_path):
+    from ladle import api
+    from ladle.store import RunDir
+
+    run = tmp_path / "run"
+    api.train(build_config({"dataset": "csbm:nodes=200,classes=3,features=4", "ingredients": 2,
+                            "train": {"epochs": 1}, "soups": ["uniform"]}), run, progress=False)
+    text = (run / "config.toml").read_text()
+    assert "heads = 8" in text
+    (run / "config.toml").write_text(text.replace("heads = 8", "heads = 4"))
+    api.check_ingredients(RunDir(run), RunDir(run).config())  # GCN reads no heads: nothing differs
+    (run / "config.toml").write_text(text.replace("hidden = 64", "hidden = 32"))
+    with pytest.raises(LadleError, match="hidden"):
+        api.check_ingredients(RunDir(run), RunDir(run).config())

@@ -132,3 +132,13 @@ def test_bf16_trains_fp32_weights_that_differ_from_fp32_training(caplog):
                              graph) for p in ("fp32", "bf16")]
     assert all(torch.equal(full[0].state[k], full[1].state[k]) for k in full[0].state)
     assert "fp32 on the CPU" in caplog.text
+
+
+def test_what_an_older_sidecar_is_read_as_is_declared_on_the_options():
+    """Each setting a sidecar may lack comes from its option's ``before`` or ``unrecorded``, none typed twice."""
+    from ladle.store import LATER_DEFAULTS
+
+    assert LATER_DEFAULTS == {"train.patience": 0, "train.ema_decay": 0.8, "eval.chunk": 0, "eval.device": "",
+                              "train.average": "none", "train.average_start": 1, "train.clip_grad": 0.0,
+                              "train.lr_gamma": 0.1, "train.lr_schedule": "none", "train.lr_step": 0,
+                              "train.precision": "fp32", "trunk_epochs": 0}

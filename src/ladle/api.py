@@ -465,7 +465,7 @@ def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = 
 
     manifest = run_dir.manifest()
     config_path = run_dir.path / "config.toml"
-    if manifest is not None and manifest["identity_sha256"] != config.identity_sha256():
+    if manifest is not None and not config.is_identity(manifest["identity_sha256"]):
         _refuse_unresolved_parts(run_dir, manifest.get("identity"))
         problems = identity_differences(manifest.get("identity"), config.identity())
         for sidecar in [] if problems else run_dir.ingredient_sidecars():

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ladle import declared
 from ladle.engine_options import EngineConfig
 from ladle.errors import LadleError, suggest
 from ladle.models.options import ModelConfig, model_config
@@ -130,20 +131,8 @@ class RunConfig(Options):
         return settings.to_dict() if settings is not None else {}
 
     def cuts(self) -> list[tuple[str, str, int]]:
-        """Every cut of the graph the run asks for before anything trains, as ``(setting, method, parts)``: the
-        partition's, and each sampler's and soup's option declared ``cuts`` (:func:`ladle.options.option`)."""
-        from ladle.options import marked
-        from ladle.sampling import SAMPLERS
-        from ladle.soups import SOUPS
-
-        found = [("partition.parts", self.partition.method, self.partition.parts)] * (self.partition.method != "none")
-        for sampler in dict.fromkeys([self.sampler, *(r.sampler for r in self.recipes)]):
-            found += [(f"sampler.{f.name}", f.metadata["cuts"], getattr(sampler, f.name))
-                      for f in marked(SAMPLERS.options(sampler.name), "cuts")]
-        for name in self.soups:
-            found += [(f"soups.{name}.{f.name}", f.metadata["cuts"], self.soup(name)[f.name])
-                      for f in marked(SOUPS.options(name), "cuts")]
-        return found
+        """Every cut of the graph the run asks for, as ``(setting, method, parts)`` (:func:`ladle.declared.cuts`)."""
+        return declared.cuts(self)
 
     def _spec(self, index: int, sampler: SamplerConfig, data_seed: int, **more) -> IngredientSpec:
         return IngredientSpec(index=index, model=self.model, train=more.pop("train", self.train),
@@ -183,16 +172,22 @@ class RunConfig(Options):
         long = self.long_spec()
         return [s for s in (long, long and long.average_spec(), self.long_spec("ddp")) if s]
 
-    def identity(self) -> dict[str, Any]:
-        """What decides the ingredients' weights, recorded in the run and every sidecar; a resume may not change it."""
+    def identity(self, legacy: bool = False) -> dict[str, Any]:
+        """What decides the ingredients' weights, recorded in the run and every sidecar; a resume may not change it.
+        An option that does nothing for the run's model or sampler (``only``) is left out; the ``legacy`` identity,
+        which runs made before that hold and which is accepted beside it, keeps it."""
         out = {k: v for k, v in self.to_dict().items() if k not in IDENTITY_EXCLUDED}
         out["train"] = omitted_at_before(self.train)  # a run that uses no later option keeps its identity
         if self.train.average == "none":  # does not apply
             del out["train"]["ema_decay"]
-        return out
+        return out if legacy else declared.drop_idle(out)
 
-    def identity_sha256(self) -> str:
-        return hashlib.sha256(json.dumps(self.identity(), sort_keys=True).encode()).hexdigest()
+    def identity_sha256(self, legacy: bool = False) -> str:
+        return hashlib.sha256(json.dumps(self.identity(legacy), sort_keys=True).encode()).hexdigest()
+
+    def is_identity(self, recorded: str) -> bool:
+        """Whether a run's recorded identity is this config's (or its legacy identity: see :meth:`identity`)."""
+        return recorded in (self.identity_sha256(), self.identity_sha256(legacy=True))
 
     def to_dict(self) -> dict[str, Any]:
         """The config as the TOML ``config.toml`` holds: the chosen sampler's options under ``[sampler.NAME]``,

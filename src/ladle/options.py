@@ -24,7 +24,8 @@ from ladle.errors import LadleError, suggest
 
 def option(default: Any, help: str, *, low: float | None = None, high: float | None = None,
            choices: tuple | None = None, flag: str | None = None, open_low: bool = False, name: str | None = None,
-           empty: bool = False, before: Any = MISSING, per_layer: bool = False, cuts: str | None = None):
+           empty: bool = False, before: Any = MISSING, per_layer: bool = False, cuts: str | None = None,
+           unrecorded: Any = MISSING, only: tuple[str, ...] = ()):
     """A dataclass field with its help line and bounds.
 
     Args:
@@ -37,13 +38,18 @@ def option(default: Any, help: str, *, low: float | None = None, high: float | N
         empty: whether a string may be empty.
         before: the value every run had before this option existed: at that value the run's identity leaves it
             out and an older sidecar, which does not record it, is read as having it.
+        unrecorded: the value of a setting that sidecars written before it was recorded do not hold (they are read
+            as having it); unlike ``before``, the run's identity keeps the option at every value.
+        only: the members the option does something for (others share the options class): for any other member
+            it stays out of the run's identity and of the settings a stored ingredient is compared on.
         per_layer: a list with one value per layer of the model (checked against the model's depth).
         cuts: the option is how many parts the member cuts the graph into, with this method (``"metis"``): the
             run checks the graph has that many nodes, and needs METIS installed, before anything trains.
     """
     meta = {"help": help, "low": low, "high": high, "choices": choices, "flag": flag, "open_low": open_low,
             "name": name, "empty": empty, **({} if before is MISSING else {"before": before}),
-            **({"per_layer": True} if per_layer else {}), **({"cuts": cuts} if cuts else {})}
+            **({"per_layer": True} if per_layer else {}), **({"cuts": cuts} if cuts else {}),
+            **({} if unrecorded is MISSING else {"unrecorded": unrecorded}), **({"only": tuple(only)} if only else {})}
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -157,6 +163,12 @@ def check_float(name, value, low, high, open_low=False):
 
 def replace(options: Options, **changes) -> Options:
     return dataclasses.replace(options, **changes)
+
+
+def idle_for(cls, member: str) -> set[str]:
+    """The fields of options class ``cls`` (None: none) that do nothing for ``member`` (declared ``only`` others)."""
+    return {f.name for f in fields(cls) if f.metadata.get("only") and member not in f.metadata["only"]} \
+        if cls is not None else set()
 
 
 def marked(cls, key: str) -> list[dataclasses.Field]:

@@ -27,6 +27,7 @@ from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
 
 from ladle.config import IngredientSpec, RunConfig, build_config, dump_toml
+from ladle.declared import idle
 from ladle.errors import LadleError
 from ladle.files import RunLock, atomic_write, check_inside, read_bytes, read_json, read_jsonl, sha256, write_json
 from ladle.files import append_jsonl as _append_jsonl
@@ -173,9 +174,9 @@ def model_from_sidecar(sidecar: dict) -> tuple[ModelConfig, int, int]:
                          fix="restore the .json written beside the weights") from None
 
 
-# Settings added after runs were first stored: a sidecar without them was made with these values.
-LATER_DEFAULTS = {"train.patience": 0, "trunk_epochs": 0, "eval.chunk": 0, "eval.device": "", "train.ema_decay": 0.8,
-                  **before_values(TrainConfig, EvalConfig)}
+# Settings added after runs were first stored: a sidecar without them was made with these values (declared on the
+# options, ``before`` or ``unrecorded``; the spec's own trunk_epochs: 0, no trunk, before trunks existed).
+LATER_DEFAULTS = {**before_values(TrainConfig, EvalConfig), "trunk_epochs": 0}
 
 
 def spec_fields(spec: IngredientSpec) -> dict:
@@ -198,6 +199,9 @@ def spec_differences(sidecar: dict, spec: IngredientSpec) -> list[str]:
     if isinstance(recorded["model"], dict):
         recorded["model"] = {k: v for k, v in recorded["model"].items() if k not in ("in_channels", "out_channels")}
     flat_expected, flat_recorded = flatten(expected), flatten(recorded)
+    for key in [f"model.{k}" for k in idle("model", spec.model.name)] + [
+            f"sampler.{k}" for k in idle("sampler", spec.sampler.name)]:  # options that do nothing for this member
+        flat_expected.pop(key, None)
     for key, default in LATER_DEFAULTS.items():
         if flat_recorded.get(key) is None and flat_expected.get(key) == default:
             flat_recorded[key] = default

@@ -20,11 +20,12 @@ class TrainConfig(Options):
     weight_decay: float = option(5e-4, "Adam weight decay", low=0.0, high=1.0)
     eval_every: int = option(1, "validate every k epochs", low=1)
     patience: int = option(0, "early stopping: validations without improvement before an ingredient stops, "
-                              "keeping its best weights (0: train every epoch)", low=0, high=1_000_000)
+                              "keeping its best weights (0: train every epoch)", low=0, high=1_000_000, unrecorded=0)
     average: str = option("none", "validate, early-stop on and keep each model's weights averaged over its epochs: "
                                   "swa (their mean, Izmailov et al., 2018), ema", choices=("none", "swa", "ema"),
                         before="none")
-    ema_decay: float = option(0.8, "the ema's weight on its past, per epoch", low=0.0, high=1.0, open_low=True)
+    ema_decay: float = option(0.8, "the ema's weight on its past, per epoch", low=0.0, high=1.0, open_low=True,
+                              unrecorded=0.8)
     average_start: int = option(1, "the first epoch whose weights enter the average (train.average, the long "
                                    "model's SWA): a warm-up first, as Izmailov et al. start SWA late", low=1,
                                 before=1)
@@ -76,9 +77,9 @@ class EvalConfig(Options):
 
     table: ClassVar[str] = "eval"
     chunk: int = option(0, "layer-wise inference over chunks of this many nodes, bounding memory (0: one "
-                           "full-batch forward)", low=0, flag="--eval-chunk")
+                           "full-batch forward)", low=0, flag="--eval-chunk", unrecorded=0)
     device: str = option("", "where soups and predictions run (default: the run's device)", flag="--eval-device",
-                         empty=True)
+                         empty=True, unrecorded="")
 
     def validate(self):
         if self.device and self.device.split(":")[0] not in ("cpu", "cuda"):
@@ -94,5 +95,7 @@ def omitted_at_before(table: Options) -> dict:
 
 
 def before_values(*tables) -> dict:
-    """``{"train.lr_schedule": "none", ...}``: what a sidecar written before each option existed is read as."""
-    return {f"{cls.table}.{f.name}": f.metadata["before"] for cls in tables for f in fields(cls) if "before" in f.metadata}
+    """``{"train.lr_schedule": "none", "train.patience": 0, ...}``: what a sidecar written before each option was
+    recorded is read as (an option's ``before``, or its ``unrecorded``)."""
+    return {f"{cls.table}.{f.name}": f.metadata["before"] if "before" in f.metadata else f.metadata["unrecorded"]
+            for cls in tables for f in fields(cls) if "before" in f.metadata or "unrecorded" in f.metadata}

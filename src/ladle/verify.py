@@ -207,7 +207,7 @@ def _manifest(run_dir: RunDir, config) -> list[Check]:
     if manifest is None:
         return [Check(path, True, "absent (a run made before ladle recorded it): the config cannot be checked "
                                   "against its creation")]
-    if manifest["identity_sha256"] != config.identity_sha256():
+    if not config.is_identity(manifest["identity_sha256"]):
         from ladle.api import identity_differences
 
         changed = "; ".join(identity_differences(manifest.get("identity"), config.identity())[:4])

@@ -29,7 +29,7 @@ class ModelConfig(Options):
                                          high=0.95, flag="")
     norm: str = option("none", "normalisation after each hidden layer", choices=NORMS)
     residual: bool = option(False, "residual connections where the shapes agree")
-    heads: int = option(8, "GAT's attention heads", low=1, high=64)
+    heads: int = option(8, "GAT's attention heads", low=1, high=64, only=("gat",))
 
     def __post_init__(self):
         from ladle.models import MODELS

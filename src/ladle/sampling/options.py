@@ -48,7 +48,7 @@ class SaintOptions(Options):
     steps: int = option(0, "subgraphs per epoch; 0: about one pass over the nodes", low=0)
     coverage: int = option(20, "pre-sampled subgraphs per node, on average, for the normalisations", low=1,
                            high=10_000)
-    walk_length: int = option(2, "random-walk length (saint-rw)", low=1, high=100)
+    walk_length: int = option(2, "random-walk length (saint-rw)", low=1, high=100, only=("saint-rw",))
 
 
 @dataclass(frozen=True)
