@@ -149,7 +149,7 @@ def _from_parts(models, source, model_config, chunk: int, output: str, device):
         states = [m.state_dict() for m in models]
         # The ensemble's mean probability comes back as logits: the same probabilities, argmax and side of 1/2.
         scores = evaluator.logits(states[0]) if len(states) == 1 else evaluator.ensemble_logits(states)
-        scores = torch.as_tensor(np.array(scores))
+        scores = scores.clone() if torch.is_tensor(scores) else torch.as_tensor(np.asarray(scores))  # off the scratch
         ids = np.asarray(view.split_ids("all"))
         original = view.original_ids(ids)
         split = np.full(ids.size, "none", dtype=object)
