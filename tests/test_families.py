@@ -245,3 +245,15 @@ def test_a_member_option_named_like_another_setting_is_refused_not_left_without_
         assert {f.flag: f.key for f in run_flags()}["--soups-clash-epochs"] == "soups.clash.epochs"
     finally:
         SOUPS.remove("clash")
+
+
+def test_the_import_graph_has_no_cycle_and_finds_one_where_there_is():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import import_graph
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    assert import_graph.cycles(import_graph.graph(ROOT / "src" / "ladle")) == []
+    edges = {"config.py": {"soups/": ["config.py:3"]}, "soups/": {"store.py": ["soups/gis.py:9"]},
+             "store.py": {"config.py": ["store.py:1"]}, "errors.py": {}}
+    assert import_graph.cycles(edges) == [["config.py", "soups/", "store.py"]]
