@@ -25,7 +25,6 @@ from ladle.sampling.options import (
     Recipe,
     SamplerConfig,
     option_names,
-    per_layer_options,
     recipes_from_table,
     sampler_from_table,
 )
@@ -105,7 +104,7 @@ class RunConfig(Options):
                              fix="give device cpu or cuda (its command-line flag, or the config file)")
         for where, sampler in [("sampler", self.sampler)] + [(f"recipes[{i}].sampler", r.sampler)
                                                             for i, r in enumerate(self.recipes)]:
-            for f in per_layer_options(sampler.name):  # declared on the sampler's options: one value per layer
+            for f in declared.per_layer(sampler.name):  # declared on the sampler's options: one value per layer
                 given = getattr(sampler, f.name)
                 if len(given) != self.model.layers:
                     raise LadleError(f"{where}.{f.name} has {len(given)} entries for a {self.model.layers}-layer "

@@ -24,6 +24,11 @@ def cuts(config) -> list[tuple[str, str, int]]:
     return found
 
 
+def per_layer(sampler: str) -> list:
+    """The options of sampler ``sampler`` that give one value per layer of the model (declared ``per_layer``)."""
+    return marked(SAMPLERS.options(sampler), "per_layer")
+
+
 def idle(family: str, name: str) -> set[str]:
     """The options of model or sampler ``name`` that do nothing for it."""
     return idle_for((MODELS if family == "model" else SAMPLERS).options(name), name)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 from torch_geometric.data import Data
-from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
+from torch_geometric.utils import coalesce, remove_self_loops
 
 from ladle.errors import LadleError
 
@@ -202,11 +202,7 @@ def make_graph(x, edge_index, y, train_mask, val_mask, test_mask, *, name, num_c
     if edge_attr is not None:
         edge_attr = checked_edge_attr(edge_attr, edge_index.size(1), name)
     if not canonical:
-        edge_index = edge_index.to(torch.long)
-        if edge_attr is None:
-            edge_index = canonical_edges(edge_index, num_nodes)
-        else:
-            edge_index, edge_attr = canonical_edges_with(edge_index, num_nodes, edge_attr)
+        edge_index, edge_attr = canonical_edges_with(edge_index.to(torch.long), num_nodes, edge_attr)
     y = y.to(torch.float32) if task == "multilabel" else y.to(torch.long).view(-1)
     data = Data(
         x=x.to(torch.float32).contiguous(),
@@ -255,16 +251,16 @@ def check_metric_defined(name: str, metric: str, task: str, y: torch.Tensor, *ma
 
 def canonical_edges(edge_index: torch.Tensor, num_nodes: int) -> torch.Tensor:
     """Sorted, both directions, no duplicates, no self-loops."""
-    edge_index, _ = remove_self_loops(edge_index)
-    edge_index = to_undirected(edge_index, num_nodes=num_nodes)
-    return coalesce(edge_index, num_nodes=num_nodes)
+    return canonical_edges_with(edge_index, num_nodes)[0]
 
 
-def canonical_edges_with(edge_index: torch.Tensor, num_nodes: int, edge_attr: torch.Tensor):
-    """:func:`canonical_edges` and the edges' features beside them: each kept edge's the mean of those of the edges
-    it merges (its two directions and any duplicates); a self-loop's dropped with it."""
+def canonical_edges_with(edge_index: torch.Tensor, num_nodes: int, edge_attr: torch.Tensor | None = None):
+    """:func:`canonical_edges` and the edges' features beside them (None without): each kept edge's the mean of those
+    of the edges it merges (its two directions and any duplicates); a self-loop's dropped with it."""
     edge_index, edge_attr = remove_self_loops(edge_index, edge_attr)
     both = torch.cat([edge_index, edge_index.flip(0)], dim=1)
+    if edge_attr is None:
+        return coalesce(both, num_nodes=num_nodes), None
     return coalesce(both, torch.cat([edge_attr, edge_attr]), num_nodes=num_nodes, reduce="mean")
 
 

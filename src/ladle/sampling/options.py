@@ -202,11 +202,3 @@ class PartitionConfig(Options):
                          flag="--partition")
     parts: int = option(0, "K, the number of parts (0: one per ingredient)", low=0, flag="")
     halo: bool = option(False, "with --partition: add each part's 1-hop neighbours as message sources")
-
-
-def per_layer_options(name: str) -> list:
-    """The options of sampler ``name`` that give one value per layer of the model (declared ``per_layer``)."""
-    from ladle.options import marked
-    from ladle.sampling import SAMPLERS
-
-    return marked(SAMPLERS.options(name), "per_layer")
