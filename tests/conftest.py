@@ -88,3 +88,27 @@ def workers_training(pid: int, count: int, cpu_seconds: float = 0.3):
             return False
 
     return ready
+
+
+@pytest.fixture
+def patch_all(monkeypatch):
+    """``patch_all(owner, name, value)``: ``monkeypatch.setattr(owner, name, value)`` and the same on every ladle
+    module that bound that object with ``from owner import name`` (imports sit at module top, so a patch of the
+    owner alone would not reach them). Every ladle module is imported first, so none binds the patched value later
+    and keeps it after the test."""
+    import importlib
+    import pkgutil
+
+    import ladle
+
+    def patch(owner, name, value):
+        for info in pkgutil.walk_packages(ladle.__path__, "ladle."):
+            if not info.name.endswith("__main__"):
+                importlib.import_module(info.name)
+        original = getattr(owner, name)
+        monkeypatch.setattr(owner, name, value)
+        for module in list(sys.modules.values()):
+            if getattr(module, "__name__", "").startswith("ladle") and vars(module).get(name) is original:
+                monkeypatch.setattr(module, name, value)
+
+    return patch

@@ -43,14 +43,14 @@ def test_missing_files_offline_name_dataset_root_and_files(tmp_path):
     assert "PubMed" in text and str(tmp_path) in text and "ind.pubmed.graph" in text
 
 
-def test_failed_download_is_one_clear_error(tmp_path, monkeypatch):
+def test_failed_download_is_one_clear_error(tmp_path, monkeypatch, patch_all):
     monkeypatch.delenv("LADLE_OFFLINE")
     import torch_geometric.datasets as pyg_datasets
 
     def no_network(*args, **kwargs):
         raise OSError("Network is unreachable")
 
-    monkeypatch.setattr(pyg_datasets, "Planetoid", no_network)
+    patch_all(pyg_datasets, "Planetoid", no_network)
     with pytest.raises(LadleError, match="download failed: OSError: Network is unreachable"):
         load_graph("pubmed", tmp_path)
 

@@ -257,3 +257,114 @@ def test_the_import_graph_has_no_cycle_and_finds_one_where_there_is():
     edges = {"config.py": {"soups/": ["config.py:3"]}, "soups/": {"store.py": ["soups/gis.py:9"]},
              "store.py": {"config.py": ["store.py:1"]}, "errors.py": {}}
     assert import_graph.cycles(edges) == [["config.py", "soups/", "store.py"]]
+
+
+# Why an import may wait inside a function, and the claim each reason makes (checked below).
+LAZY_REASONS = ("optional:", "start-up:", "lazy name:")
+
+
+def function_imports(src: Path) -> list[tuple[str, str, int, str, list[str], str]]:
+    """Every import inside a function of the package: (module, file, line, function, modules imported, the comment
+    on its line or above its group of imports)."""
+    import ast
+
+    found = []
+    for path in sorted(src.rglob("*.py")):
+        lines = path.read_text().splitlines()
+        rel = path.relative_to(src.parent).with_suffix("")
+        module = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        tree = ast.parse("\n".join(lines))
+        nodes, seen = [], set()
+        for f in ast.walk(tree):
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for n in ast.walk(f):
+                    if isinstance(n, (ast.Import, ast.ImportFrom)) and n.lineno not in seen:
+                        seen.add(n.lineno)
+                        nodes.append((f, n))
+        ends = {n.end_lineno: n.lineno for _, n in nodes}
+        for f, n in nodes:
+            first = n.lineno
+            while first - 1 in ends:  # the group of imports it belongs to
+                first = ends[first - 1]
+            own = lines[n.lineno - 1].partition("#")[2].strip()
+            above = lines[first - 2].strip() if first >= 2 else ""
+            comment = own or (above[1:].strip() if above.startswith("#") else "")
+            if isinstance(n, ast.Import):
+                targets = [a.name for a in n.names]
+            else:  # `from ladle import api` imports the module ladle.api
+                targets = []
+                for a in n.names:
+                    path_of = src.parent / f"{n.module}.{a.name}".replace(".", "/")
+                    is_module = path_of.is_dir() or path_of.with_suffix(".py").exists()
+                    targets.append(f"{n.module}.{a.name}" if is_module else n.module)
+            found.append((module, str(path.relative_to(src.parent)), n.lineno, f.name, targets, comment))
+    return found
+
+
+def optional_modules() -> set[str]:
+    """Import names of what the extras install (not the test extra): the modules that may be missing."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    names = {re.split(r"[\[<>=!~ ]", req)[0].lower().split("-")[0] for extra, reqs in extras.items() if extra != "test"
+             for req in reqs}
+    return names | ({"torch.utils.tensorboard"} if "tensorboard" in names else set())
+
+
+def unexplained_imports(src: Path, light: set[str]) -> list[str]:
+    """The function-level imports whose reason is missing or does not hold: ``optional:`` must import what an extra
+    installs, ``start-up:`` must sit in a module ``ladle --help`` loads (or load matplotlib) and import one it does
+    not, ``lazy name:`` must be a module's ``__getattr__``."""
+    optional, wrong = optional_modules(), []
+
+    def heavy(target):  # what `ladle --help` does not load: the package's other modules, torch and the like
+        root = target.split(".")[0]
+        return target not in light if root == "ladle" else root not in sys.stdlib_module_names | {"rich"}
+
+    for module, file, line, function, targets, comment in function_imports(src):
+        kind = next((r for r in LAZY_REASONS if comment.startswith(r)), None)
+        holds = {
+            "optional:": all(t.split(".")[0] in optional or t.startswith("torch.utils.tensorboard") for t in targets),
+            "start-up:": all(t.startswith("matplotlib") for t in targets)
+            or (module in light and all(heavy(t) for t in targets)),
+            "lazy name:": function == "__getattr__",
+        }.get(kind, False)
+        if not holds:
+            wrong.append(f"{file}:{line} {function}: {', '.join(targets)} ({comment or 'no reason'})")
+    return wrong
+
+
+def help_modules() -> set[str]:
+    code = ("import sys\nfrom ladle.cli import main\ntry: main(['--help'])\nexcept SystemExit: pass\n"
+            "print(' '.join(m for m in sys.modules if m.startswith('ladle')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    return set(out.stdout.split("\n")[-2].split())
+
+
+def test_every_import_inside_a_function_says_why_and_the_reason_holds():
+    light = help_modules()
+    assert {"ladle.cli", "ladle.config", "ladle.soups"} <= light and "ladle.api" not in light
+    imports = function_imports(ROOT / "src" / "ladle")
+    assert len(imports) > 20  # the optional extras, the CLI's commands, the lazy package names
+    assert unexplained_imports(ROOT / "src" / "ladle", light) == []
+
+
+def test_the_import_reasons_are_checked_not_just_present(tmp_path):
+    src = tmp_path / "ladle"
+    src.mkdir()
+    (src / "api.py").write_text("")
+    (src / "cli.py").write_text(
+        "def run():\n    # start-up: `ladle --help` loads this module, and no torch\n    from ladle import api\n\n"
+        "def grow():\n    # optional: the ray extra\n    import torch\n\n"
+        "def fine():\n    # optional: the ray extra\n    import ray\n    from ray.train import torch as t\n\n"
+        "def bare():\n    import json\n\n"
+        "def cheap():  # start-up: `ladle --help` loads this module, and no torch\n    import json  # start-up: no\n")
+    light = {"ladle.cli"}
+    assert unexplained_imports(src, light) == ["ladle/cli.py:7 grow: torch (optional: the ray extra)",
+                                               "ladle/cli.py:15 bare: json (no reason)",
+                                               "ladle/cli.py:18 cheap: json (start-up: no)"]
+    assert unexplained_imports(src, set()) == ["ladle/cli.py:3 run: ladle.api (start-up: `ladle --help` loads this "
+                                               "module, and no torch)",
+                                               "ladle/cli.py:7 grow: torch (optional: the ray extra)",
+                                               "ladle/cli.py:15 bare: json (no reason)",
+                                               "ladle/cli.py:18 cheap: json (start-up: no)"]

@@ -213,11 +213,11 @@ def test_a_run_from_parts_names_no_folder_ladle_opens(parts_run, capsys):
 
 
 def test_a_fitted_soup_on_parts_too_big_to_put_together_is_refused_and_names_the_streamed_soups(parts_run, capsys,
-                                                                                                monkeypatch):
+                                                                                                patch_all):
     import ladle.profiling
 
     out, source, _ = parts_run
-    monkeypatch.setattr(ladle.profiling, "too_big", lambda need: True)  # as on a graph larger than the machine
+    patch_all(ladle.profiling, "too_big", lambda need: True)  # as on a graph larger than the machine
     assert main(["soup", str(out), "--graph", source.folder, "--method", "learned", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "fit their weights through the whole graph" in err and "--method uniform, greedy, gis or ensemble" in err

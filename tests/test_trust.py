@@ -309,7 +309,7 @@ def npz_with_a_lying_header(path):
     return path
 
 
-def test_memory_bombs_are_refused_before_allocation(run, tmp_path, capsys, monkeypatch):
+def test_memory_bombs_are_refused_before_allocation(run, tmp_path, capsys, monkeypatch, patch_all):
     out = str(tmp_path / "new")
     bomb = npz_with_a_lying_header(tmp_path / "bomb.npz")
     fails(["run", "--dataset", f"npz:{bomb}", "--out", out], capsys, "bomb.npz", "node_features", "claims shape")
@@ -330,12 +330,12 @@ def test_memory_bombs_are_refused_before_allocation(run, tmp_path, capsys, monke
                         train_masks=np.arange(2_000_000) < 10, val_masks=(np.arange(2_000_000) >= 10)
                         & (np.arange(2_000_000) < 20), test_masks=np.arange(2_000_000) >= 20)
     assert (tmp_path / "zeros.npz").stat().st_size < 2**20
-    monkeypatch.setattr(ladle.profiling, "memory_available", lambda: 8 * 2**20)
+    patch_all(ladle.profiling, "memory_available", lambda: 8 * 2**20)
     fails(["run", "--dataset", f"npz:{tmp_path / 'zeros.npz'}", "--out", out], capsys, "zeros.npz",
           "decompresses to", "memory free")
     monkeypatch.undo()
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(ladle.profiling, "memory_available", lambda: 2**20)
+    patch_all(ladle.profiling, "memory_available", lambda: 2**20)
     fails(["run", "--dataset", SMALL, "--hidden", "16384", "--out", out], capsys, "model.hidden = 16384",
           "memory free")
     monkeypatch.undo()

@@ -67,7 +67,7 @@ def test_verify_finds_damage(small_run, tmp_path, capsys, damage):
     assert needle in out.err and "FAILED" in out.err and "Traceback" not in out.out + out.err
 
 
-def test_a_stored_runs_graph_is_read_never_downloaded(planetoid_root, tmp_path, capsys, monkeypatch):
+def test_a_stored_runs_graph_is_read_never_downloaded(planetoid_root, tmp_path, capsys, patch_all):
     """verify/soup/predict of a stored run read its dataset from the root given: a wrong root is an error naming it,
     and nothing is fetched into it (a download, or even a folder made, would be ladle deciding where data goes)."""
     import ladle.data.fetch as fetch
@@ -76,7 +76,7 @@ def test_a_stored_runs_graph_is_read_never_downloaded(planetoid_root, tmp_path, 
     assert main(["run", "--dataset", "Cora", "--root", str(planetoid_root), "--epochs", "1", "--ingredients", "2",
                  "--soups", "uniform", "--out", str(run), "--quiet"]) == 0
     capsys.readouterr()
-    monkeypatch.setattr(fetch, "download_raw", lambda *a, **k: pytest.fail("a stored run's data was downloaded"))
+    patch_all(fetch, "download_raw", lambda *a, **k: pytest.fail("a stored run's data was downloaded"))
     wrong = tmp_path / "nowhere"
     for command in (["verify", str(run)], ["soup", str(run)], ["predict", str(run), "--out", str(tmp_path / "p.csv")]):
         assert main([*command, "--root", str(wrong)]) != 0

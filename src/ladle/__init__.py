@@ -30,6 +30,7 @@ __all__ = sorted(_PUBLIC)
 
 def __getattr__(name):
     if name in _PUBLIC:
+        # lazy name: the package's names load on first use (PEP 562)
         import importlib
 
         value = getattr(importlib.import_module(_PUBLIC[name]), name)

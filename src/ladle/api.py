@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -18,19 +19,32 @@ from ladle.callbacks import Callback, Dispatch, ProgressBar
 from ladle.config import EngineConfig, RunConfig, build_config
 from ladle.data import Graph, load_graph
 from ladle.data.datasets import dataset_has, graph_name
+from ladle.data.fetch import no_downloads
+from ladle.data.graph import check_metric_defined
+from ladle.data.npz import load_npz, parse_npz_spec, save_npz
 from ladle.data.pyg_input import graph_from
+from ladle.ddp import check_plan, train_ddp
+from ladle.engine_options import size_bytes
 from ladle.engines import ENGINES, get_engine
-from ladle.engines.base import Finished, IngredientStore, OnProgress
-from ladle.errors import LadleError
+from ladle.engines.base import Finished, IngredientStore, OnProgress, train_and_store, worker_label
+from ladle.errors import LadleError, normalise_name
 from ladle.evaluation import Evaluator
 from ladle.evaluation.fast import FastEvaluator
 from ladle.evaluation.memo import Remembering
-from ladle.models import check_weights
-from ladle.profiling import measure
+from ladle.evaluation.streamed import PartsView, StreamedEvaluator
+from ladle.files import check_inside
+from ladle.models import check_weights, parameter_bytes
+from ladle.models.options import model_config
+from ladle.models.python_model import importable, is_instance, probe, register
+from ladle.parts.reader import PartSource, open_parts, parse_parts_spec
+from ladle.profiling import gib, measure, memory_available, too_big
+from ladle.registry import _resolve
 from ladle.report import write_report
 from ladle.sampling import SAMPLERS
+from ladle.sampling.options import PartitionConfig
+from ladle.sampling.partition import graph_parts, membership_for, needs_metis, require_metis, thin_parts
 from ladle.soups import Ingredient, get_soup
-from ladle.store import RunDir, model_from_sidecar
+from ladle.store import RunDir, flatten, model_from_sidecar, spec_differences
 
 log = logging.getLogger(__name__)
 OnSoup = Callable[[str, str], None]  # (method, "start" | "done")
@@ -84,9 +98,6 @@ def _with_model(config: RunConfig, model, resume: bool) -> RunConfig:
     """The config training ``model`` (a user's factory), refused where its engine could not build it."""
     if model is None:
         return config
-    from ladle.models.options import model_config
-    from ladle.models.python_model import importable, is_instance, register
-
     name = register(model)
     if resume or config.model.name.startswith("python:"):
         if config.model.name != name:
@@ -112,13 +123,9 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
             config = replace(config, dataset=f"{PYTHON_PREFIX}{graph.name}")
     for method in config.soups:
         get_soup(method)  # an unknown soup name fails now, not after an hour of training
-    from ladle.sampling.partition import needs_metis, require_metis
-
     if needs_metis(config):
         require_metis()  # a missing package fails now too
     if (ddp := config.long_spec("ddp")) is not None:
-        from ladle.ddp import check_plan
-
         check_plan(ddp)
     _check_device(config.device)
     engine = config.engine
@@ -143,12 +150,8 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
     if isinstance(graph, Graph):
         _check_fits_graph(config, graph)
         if config.model.name.startswith("python:"):
-            from ladle.models.python_model import probe
-
             probe(config.model, graph)  # a model that cannot train on this graph is refused before the run exists
         if config.partition.method != "none" and not resume:
-            from ladle.sampling.partition import thin_parts
-
             if (warning := thin_parts(graph, config.partition.method, config.partition.parts)) is not None:
                 log.warning(warning)
         meta = dataset_meta(graph)
@@ -158,8 +161,6 @@ def _train(config, out, graph, on_epoch, resume, root, graph_file, save_graph, d
         existed = Path(out).exists()
         run_dir = RunDir(out).create(config, meta)
         if save_graph:
-            from ladle.data.npz import save_npz
-
             save_npz(graph, run_dir.path / SAVED_GRAPH, root=run_dir.path)
     with run_dir.writing("train"):
         return _train_in(config, graph, run_dir, meta, runner, on_epoch, created, created and existed, dispatch)
@@ -185,12 +186,8 @@ def _train_in(config, graph, run_dir, meta, runner, on_epoch, created, existed, 
         ddp = config.long_spec("ddp")
         if ddp is not None and not run_dir.has(ddp):  # after the ingredients: its K ranks take every core
             log.info("training the data-parallel baseline on %d ranks", ddp.ranks)
-            from ladle.ddp import train_ddp
-
             own = getattr(runner, "TRAIN_DDP", None)  # an engine that starts the ranks its own way (Ray: Ray Train)
             if own is not None:
-                from ladle.registry import _resolve
-
                 finished.append(_resolve(own)(ddp, graph, store, device=config.device, engine=engine,
                                               on_epoch=on_epoch))
             else:
@@ -210,9 +207,6 @@ def _train_in(config, graph, run_dir, meta, runner, on_epoch, created, existed, 
 def _check_worker_memory(config: RunConfig, graph) -> None:
     """``--worker-memory SIZE``: refuse before training a plan whose worker would hold more graph than SIZE (from a
     partition, the largest part it trains on; in memory, the whole graph each worker maps)."""
-    from ladle.engine_options import size_bytes
-    from ladle.profiling import gib
-
     if not config.engine.worker_memory:
         return
     limit = size_bytes(config.engine.worker_memory)
@@ -234,8 +228,6 @@ def _check_worker_memory(config: RunConfig, graph) -> None:
 def _parts_source(config: RunConfig):
     """A ``parts:PDIR`` run's config with the folder's partition, the partition (its manifest checked, nothing
     mapped) and the dataset entry its sidecars record. The config may restate the partition, never change it."""
-    from ladle.parts.reader import open_parts, parse_parts_spec
-
     source = open_parts(parse_parts_spec(config.dataset))
     m = source.manifest
     given = config.partition
@@ -245,8 +237,6 @@ def _parts_source(config: RunConfig):
                          f"holds {m['part_method']}, {m['num_parts']} parts, halo {bool(m['halo_hops'])}",
                          fix="leave out --partition/--parts/--halo with parts:PDIR (the folder decides), or cut the "
                              "graph again with ladle partition")
-    from ladle.sampling.options import PartitionConfig
-
     config = replace(config, partition=PartitionConfig(method=m["part_method"], parts=m["num_parts"],
                                                        halo=bool(m["halo_hops"])))
     if config.trunk.epochs or config.baseline != "none":
@@ -288,8 +278,6 @@ def _both(first, second):
 def _trunk(config: RunConfig, graph: Graph, store: IngredientStore, run_dir: RunDir, on_epoch,
            on_done, should_stop) -> IngredientStore:
     """Train and store the run's trunk unless it is stored; the store then carries its checksum to the workers."""
-    from ladle.engines.base import train_and_store, worker_label
-
     spec = config.trunk_spec()
     if spec is None:
         return store
@@ -308,8 +296,6 @@ def _stored_any(run_dir: RunDir, config: RunConfig) -> bool:
 
 
 def _remove_run(run_dir: RunDir, *, keep_folder: bool) -> None:
-    import shutil
-
     for child in run_dir.path.iterdir():
         if child.is_dir() and not child.is_symlink():
             shutil.rmtree(child, ignore_errors=True)
@@ -335,11 +321,7 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
         graph = graph_from(graph)
     else:
         if graph_file is not None:
-            from ladle.data.npz import load_npz, parse_npz_spec
-
             if Path(os.path.abspath(graph_file)).is_relative_to(os.path.abspath(run_dir.path)):
-                from ladle.files import check_inside
-
                 check_inside(run_dir.path, Path(graph_file))  # a run's own file: never a link, never outside it
                 if not Path(graph_file).is_file():
                     raise LadleError(f"{graph_file} is not a regular file", fix="give the graph's .npz file")
@@ -359,8 +341,6 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
                                                     "fingerprint)")
         else:
             given = DEFAULT_ROOT if root is None else str(root)
-            from ladle.data.fetch import no_downloads
-
             try:
                 with no_downloads():
                     graph = load_graph(config.dataset, given)
@@ -380,16 +360,12 @@ def run_graph(run_dir: RunDir, config: RunConfig, *, graph: Graph | None = None,
 
 def is_parts(graph) -> bool:
     """Whether ``graph`` is a partition folder (:class:`~ladle.parts.reader.PartSource`), never put together."""
-    from ladle.parts.reader import PartSource
-
     return isinstance(graph, PartSource)
 
 
 def _run_parts(run_dir: RunDir, config: RunConfig, source, folder, expected):
     """A ``parts:`` run's partition: the one given (from the run just trained, or ``--graph PDIR``), never the
     folder the run names, checked by fingerprint; its layers are then streamed over the parts, never put together."""
-    from ladle.parts.reader import open_parts
-
     if source is None:
         if folder is None:
             raise LadleError(f"{run_dir.path} was trained from {config.dataset}; ladle opens no folder that a run "
@@ -422,8 +398,6 @@ SAVED_GRAPH = "graph.npz"  # where save_graph puts it
 
 def names_graph(dataset: str, graph: Graph) -> bool:
     """Whether ``dataset`` (a config's) is the name ``graph`` was loaded by, so a later command can load it again."""
-    from ladle.errors import normalise_name
-
     if dataset.startswith(PYTHON_PREFIX):
         return dataset == f"{PYTHON_PREFIX}{graph.name}"
     try:
@@ -438,8 +412,6 @@ def names_graph(dataset: str, graph: Graph) -> bool:
 def with_metric(graph: Graph, metric: str) -> Graph:
     """The graph scored by ``metric`` (``auto``: its own), refused where the metric does not fit the task or is
     undefined on its splits."""
-    from ladle.data.graph import check_metric_defined
-
     if metric not in ("auto", graph.metric):
         if (metric == "f1") != (graph.task == "multilabel") and metric != "rocauc":
             raise LadleError(f"metric = {metric!r} does not fit {graph.name}, a {graph.task} task",
@@ -461,8 +433,6 @@ def _recorded_fingerprint(run_dir: RunDir) -> str | None:
 def check_ingredients(run_dir: RunDir, config: RunConfig, graph: Graph | None = None) -> None:
     """Refuse a run whose stored ingredients do not all come from its config (edited since, or copied in from
     elsewhere), naming each setting that differs; and one whose manifest disagrees with its config."""
-    from ladle.store import spec_differences
-
     manifest = run_dir.manifest()
     config_path = run_dir.path / "config.toml"
     if manifest is not None and not config.is_identity(manifest["identity_sha256"]):
@@ -508,8 +478,6 @@ def is_a_copy(sidecar: dict, spec, twin) -> bool:
     """Whether a stored ingredient (``sidecar``, meant to be ``spec``) holding the same weights as ``twin``'s must
     be a copy: the two were to be trained differently and something random told them apart. The one rule that
     resume, soup and verify apply."""
-    from ladle.store import spec_differences
-
     return bool(spec_differences(sidecar, twin)) and not _may_coincide(spec, twin)
 
 
@@ -534,8 +502,6 @@ def _refuse_unresolved_parts(run_dir: RunDir, recorded) -> None:
 
 def identity_differences(recorded, current: dict) -> list[str]:
     """``key: created with X, now Y`` for each setting of the run's identity that changed."""
-    from ladle.store import flatten
-
     if not isinstance(recorded, dict):
         return []
     old, new = flatten(recorded), flatten(current)
@@ -546,8 +512,6 @@ def identity_differences(recorded, current: dict) -> list[str]:
 def _check_trunk_and_baseline(run_dir: RunDir, config: RunConfig) -> None:
     """The trunk and the long baseline are the ones the config asks for, and every model that branched from a
     trunk branched from the one stored."""
-    from ladle.store import spec_differences
-
     trunk_sha, baselines = None, []
     for spec in [config.trunk_spec(), *config.baseline_specs()]:
         if spec is None or not run_dir.has(spec):
@@ -576,8 +540,6 @@ def resume(out: str | Path, *, engine: EngineConfig | None = None, on_epoch: OnP
     """Finish a run that was stopped: train the missing ingredients with the stored config, soup, report."""
     run_dir = RunDir(out)
     if model is not None:
-        from ladle.models.python_model import register
-
         register(model)  # trusted as that object alone: the run must name exactly it
     config = run_dir.config()
     if engine is not None:  # where to train may change on resume; what to train may not
@@ -606,8 +568,6 @@ def soup(run_dir: str | Path | RunDir, methods: Sequence[str] | None = None, *, 
     try:
         if model is None:
             return _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch)
-        from ladle.models.python_model import register
-
         register(model)  # the run's config names it; given again, it is the user's own code, and only it
         return _soup(run_dir, methods, graph, on_soup, root, graph_file, dispatch)
     finally:
@@ -650,14 +610,10 @@ def make_soups(run_dir: RunDir, config: RunConfig, graph: Graph, methods, *, on_
     if cuts and not is_parts(graph):
         # METIS over a large graph needs more memory than the evaluators built next: cut (and cache on disk) the
         # parts a soup cuts (the partition learned soup's) now, so that peak is not added to theirs.
-        from ladle.sampling.partition import graph_parts
-
         for parts in cuts:
             graph_parts(graph, parts, config.seed)
     device = torch.device(config.eval.device or config.device)
     if is_parts(graph):  # layer by layer over the parts, spilled beside the run: never the whole graph
-        from ladle.evaluation.streamed import PartsView, StreamedEvaluator
-
         view = PartsView(graph, scratch=run_dir.path)
         val, test = (StreamedEvaluator(view, model_config, split, config.eval.chunk, device) for split in ("val", "test"))
     else:
@@ -772,9 +728,6 @@ def _check_fits_graph(config: RunConfig, graph: Graph) -> None:
             raise LadleError(f"{setting} = {parts}: cannot cut {n} nodes into that many parts",
                              fix=f"use --parts {n} or fewer" if table in ("partition", "sampler") else
                              f"set {key} = {n} or fewer in the [{table}] table")
-    from ladle.models import parameter_bytes
-    from ladle.profiling import gib, memory_available, too_big
-
     # Weights, their gradients and Adam's two moments, per worker: refused before anything is allocated.
     need = 4 * parameter_bytes(config.model, graph.num_features, graph.num_classes) * max(config.engine.workers, 1)
     if too_big(need):
@@ -788,8 +741,6 @@ def _check_fits_graph(config: RunConfig, graph: Graph) -> None:
 def _check_parts_have_training_nodes(config: RunConfig, graph: Graph, parts: int) -> None:
     """A partitioned ingredient learns only from the training nodes of its part: a part without any would train
     nothing and be stored as if it had."""
-    from ladle.sampling.partition import membership_for
-
     membership = membership_for(graph, config.partition.method, parts)
     per_part = torch.bincount(membership[graph.mask("train")], minlength=parts)
     used = sorted({s.part for s in config.ingredient_specs()})

@@ -33,11 +33,17 @@ Weights & Biases run (``wandb sync DIR/wandb/offline-run-*``). Each needs its ex
 """
 from __future__ import annotations
 
+import importlib
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from ladle.errors import LadleError, install_hint
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from ladle.errors import LadleError, install_hint, suggest
+from ladle.files import tracker_folder
 
 log = logging.getLogger(__name__)
 
@@ -136,15 +142,10 @@ class ProgressBar(Callback):
     """One rich progress bar per model and per soup, on stderr (or the console given)."""
 
     def __init__(self, console=None):
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
         class Seconds(TimeElapsedColumn):
             """A finished model's or soup's own recorded seconds (those of results.json); the clock until then."""
 
             def render(self, task):
-                from rich.text import Text
-
                 seconds = task.fields.get("seconds")
                 return super().render(task) if seconds is None else Text(f"{seconds:.2f}s", style="progress.elapsed")
 
@@ -183,8 +184,6 @@ class ProgressBar(Callback):
 
 
 def _need(module: str, extra: str):
-    import importlib
-
     try:
         return importlib.import_module(module)
     except ImportError:
@@ -201,6 +200,7 @@ class TensorBoardLogger(Callback):
 
     def __init__(self, log_dir: str | Path):
         _need("tensorboard", "tensorboard")
+        # optional: the tensorboard extra
         from torch.utils.tensorboard import SummaryWriter
 
         self.writer = SummaryWriter(str(log_dir))
@@ -325,9 +325,6 @@ def make_loggers(names: Sequence[str], directory: str | Path, settings: dict | N
     """The loggers ``--log`` names, each writing under ``directory/NAME`` from its first event on; a missing
     package is reported now, before any training. With ``run_root`` (``directory`` lies in a run, which may
     come from someone else), each tracker's folder is made and checked first: no link on the way or inside it."""
-    from ladle.errors import suggest
-    from ladle.files import tracker_folder
-
     def made(where: Path) -> Path:
         return where if run_root is None else tracker_folder(Path(run_root), where)
 

@@ -4,22 +4,37 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import difflib
+import io
 import json
 import logging
 import os
+import re
 import signal
 import sys
 import threading
 import time
 import typing
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ladle.errors import LadleError
-from ladle.soups import DEFAULT_PREDICTOR
+from ladle import __version__
+from ladle.config import EngineConfig, EvalConfig, RunConfig, TrainConfig, TrunkConfig, build_config, load_toml
+from ladle.data import load_graph
+from ladle.data.datasets import DATASETS, check_name
+from ladle.engines import ENGINES
+from ladle.errors import LadleError, normalise_name
+from ladle.examples import example_text, examples
+from ladle.models import MODELS
+from ladle.models.options import ModelConfig
+from ladle.sampling import SAMPLERS
+from ladle.sampling.options import PartitionConfig
+from ladle.soups import DEFAULT_PREDICTOR, SOUPS
+from ladle.tomlio import parse_toml
 
 console = Console()
 errors = Console(stderr=True)
@@ -51,6 +66,7 @@ def _dispatch(args) -> int:
     try:
         trusted = getattr(args, "allow_import", None)
         if trusted:
+            # start-up: `ladle --help` loads this module, and no torch
             from ladle.models.python_model import allow_import
 
             if "" in trusted:
@@ -83,8 +99,6 @@ def _dispatch(args) -> int:
 
 def _refuse_unknown(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> typing.NoReturn:
     """Unknown flags are refused by the command's own parser (its usage, not ladle's), with the nearest flag."""
-    import difflib
-
     command_parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[command]
     flags = [flag for action in command_parser._actions for flag in action.option_strings]
     hints = []
@@ -100,9 +114,6 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with the nearest choice offered for a misspelt command."""
 
     def error(self, message: str) -> typing.NoReturn:
-        import difflib
-        import re
-
         wrong = re.match(r"argument COMMAND: invalid choice: '([^']*)' \(choose from (.*)\)", message)
         if wrong:
             near = difflib.get_close_matches(wrong[1], re.findall(r"'([^']*)'", wrong[2]), n=1, cutoff=0.6)
@@ -219,12 +230,7 @@ def _add_graph_flags(p: argparse.ArgumentParser) -> None:
 
 def _config_values(text: str) -> dict:
     """A config file's tables, or an example's (``example:NAME``, shipped or generated)."""
-    from ladle.config import load_toml
-
     if text.startswith("example:"):
-        from ladle.examples import example_text
-        from ladle.tomlio import parse_toml
-
         return parse_toml(example_text(text.split(":", 1)[1]), text)
     return load_toml(Path(text))
 
@@ -234,8 +240,6 @@ def _names(text: str) -> list[str]:
 
 
 def _version() -> str:
-    from ladle import __version__
-
     return __version__
 
 
@@ -266,13 +270,6 @@ class Flag:
 def run_flags() -> tuple[Flag, ...]:
     """Every flag of ``ladle run`` and ``ladle train``, derived from the options dataclasses of the run and of each
     family (their help, defaults, bounds and choices): a new option gets its flag where it is declared."""
-    from ladle.config import EngineConfig, EvalConfig, RunConfig, TrainConfig, TrunkConfig
-    from ladle.models import MODELS
-    from ladle.models.options import ModelConfig
-    from ladle.sampling import SAMPLERS
-    from ladle.sampling.options import PartitionConfig
-    from ladle.soups import SOUPS
-
     run_top = {"data": ("dataset", "root"), "training": ("ingredients", "seed", "init", "device", "metric", "baseline")}
     flags: dict[str, Flag] = {}
 
@@ -336,8 +333,6 @@ def run_flags() -> tuple[Flag, ...]:
 
 
 def ENGINE_NAMES() -> list[str]:  # noqa: N802
-    from ladle.engines import ENGINES
-
     return ENGINES.names()
 
 
@@ -359,8 +354,6 @@ def _comma_list(text: str) -> list[str]:
 
 
 def config_from_args(args):
-    from ladle.config import build_config
-
     overrides = {flag.key: getattr(args, flag.dest) for flag in run_flags()}
     if args.partition not in (None, "none") and args.parts is not None:
         # With --partition, --parts counts the partition's parts (Graph Ladling's K), not ClusterGCN's.
@@ -395,7 +388,8 @@ def cmd_run(args) -> int:
     args.out = args.out or _default_out(config)
     if args.seeds is not None:
         return _run_seeds(args, config)
-    from ladle import api  # torch, and the rest: after every check that needs neither
+    # start-up: torch and the rest load after every check that needs neither
+    from ladle import api
 
     results = api.run(config, args.out, callbacks=_callbacks(args, config), progress=False)
     _finish(args, results)
@@ -403,8 +397,7 @@ def cmd_run(args) -> int:
 
 
 def _run_seeds(args, config) -> int:
-    import dataclasses
-
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle import api
     from ladle.files import atomic_write
     from ladle.report import seeds_markdown, summarise_seeds
@@ -441,10 +434,8 @@ def _mean_std(stat: dict, signed: bool = False) -> str:
 
 
 def _resume(args) -> int:
-    from dataclasses import replace
-
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle import api
-    from ladle.config import EngineConfig
     from ladle.store import RunDir
 
     given = [flag.flag for flag in run_flags() if not flag.key.startswith("engine.") and flag.key != "root"
@@ -467,17 +458,17 @@ def _resume(args) -> int:
 
 def _check_dataset(config) -> None:
     """A misspelt dataset is answered before torch is imported (seconds sooner; benchmarks/fail_fast.py)."""
-    from ladle.data.datasets import check_name
-
     check_name(config.dataset)
 
 
 def cmd_train(args) -> int:
     config = config_from_args(args)
     _check_dataset(config)
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle import api
     args.out = args.out or _default_out(config)
     run_dir, _, _ = api.train(config, args.out, callbacks=_callbacks(args, config), progress=False)
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.report import write_report
 
     _finish(args, write_report(run_dir))
@@ -485,6 +476,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_soup(args) -> int:
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle import api
     from ladle.report import write_report
     from ladle.store import RunDir
@@ -497,6 +489,7 @@ def cmd_soup(args) -> int:
 
 
 def cmd_partition(args) -> int:
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.parts.writer import open_source, write_parts
     from ladle.profiling import gib
 
@@ -512,16 +505,16 @@ def cmd_partition(args) -> int:
 
 
 def cmd_convert(args) -> int:
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.data.ogb import SETS
-    from ladle.errors import normalise_name
-
     if normalise_name(args.dataset) in SETS and normalise_name(args.dataset) != "ogbnproteins":
+        # start-up: `ladle --help` loads this module, and no torch
         from ladle.data.ogb_npy import ogb_to_npy
 
         ogb_to_npy(args.dataset, args.root, args.out)
         how = "streamed from OGB's raw files"
     else:
-        from ladle.data import load_graph
+        # start-up: `ladle --help` loads this module, and no torch
         from ladle.data.npy import save_npy
 
         save_npy(load_graph(args.dataset, args.root), args.out)
@@ -532,6 +525,7 @@ def cmd_convert(args) -> int:
 
 
 def cmd_report(args) -> int:
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.report import write_report
     from ladle.store import RunDir
 
@@ -541,8 +535,7 @@ def cmd_report(args) -> int:
 
 
 def cmd_predict(args) -> int:
-    import io
-
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.files import atomic_write
     from ladle.prediction import predict, prediction_rows
 
@@ -555,6 +548,7 @@ def cmd_predict(args) -> int:
     if os.path.isdir(args.out):
         raise LadleError(f"--out {args.out} is a folder", fix="give a file name, for example --out predictions.csv")
     if args.out.suffix.lower() == ".npy":
+        # start-up: `ladle --help` loads this module, and no torch
         import numpy as np
 
         values = predict(args.run_dir, args.model, args.output, root=args.root, graph_file=args.graph)
@@ -575,6 +569,7 @@ def cmd_predict(args) -> int:
 
 
 def cmd_verify(args) -> int:
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.verify import verify_run
 
     checks = verify_run(args.run_dir, root=args.root, graph_file=args.graph)
@@ -607,8 +602,6 @@ def cmd_verify(args) -> int:
 
 
 def cmd_examples(args) -> int:
-    from ladle.examples import example_text, examples
-
     if args.name:
         print(example_text(args.name), end="")
         return 0
@@ -622,8 +615,6 @@ def cmd_examples(args) -> int:
 
 
 def cmd_datasets(args) -> int:
-    from ladle.data.datasets import DATASETS
-
     table = Table(title="datasets (names are case- and dash-insensitive)")
     for column in ("name", "source", "description"):
         table.add_column(column)
@@ -638,6 +629,7 @@ def cmd_datasets(args) -> int:
 
 def _callbacks(args, config=None) -> list:
     """The progress bars (unless --quiet) and the trackers --log names, writing under --log-dir or RUN_DIR/logs."""
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.callbacks import ProgressBar, flat_settings, make_loggers
 
     callbacks = [] if args.quiet else [ProgressBar(console)]
@@ -656,6 +648,7 @@ def _finish(args, results: dict) -> None:
     if args.quiet:
         console.print(str(args.out), markup=False, highlight=False)
         return
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.report import closing_notes, gain_text, table_rows
 
     metric = results["dataset"].get("metric", "score")

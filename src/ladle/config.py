@@ -18,7 +18,7 @@ from ladle import declared
 from ladle.engine_options import EngineConfig
 from ladle.errors import LadleError, suggest
 from ladle.models.options import ModelConfig, model_config
-from ladle.options import Options, option
+from ladle.options import Options, described, option
 from ladle.parts import parts_count
 from ladle.sampling.options import (
     PartitionConfig,
@@ -29,6 +29,7 @@ from ladle.sampling.options import (
     sampler_from_table,
 )
 from ladle.seeding import derive_seed
+from ladle.soups import SOUPS
 from ladle.soups.options import DEFAULT_SOUPS, LEGACY_TABLE, soups_from_tables
 from ladle.tomlio import dump_toml, load_toml  # noqa: F401  (dump_toml: re-exported for config users)
 from ladle.train_options import EvalConfig, TrainConfig, TrunkConfig, omitted_at_before
@@ -96,8 +97,6 @@ class RunConfig(Options):
     recipes: tuple[Recipe, ...] = option((), "", flag="")
 
     def validate(self):
-        from ladle.soups import SOUPS
-
         object.__setattr__(self, "soups", tuple(SOUPS.resolve(s) for s in self.soups))
         if self.device.split(":")[0] not in ("cpu", "cuda"):
             raise LadleError(f"device must be cpu, cuda or cuda:N, got {self.device!r}",
@@ -119,8 +118,6 @@ class RunConfig(Options):
     def soup_settings(self, name: str):
         """The validated options object soup ``name`` is called with (its defaults where the config gives none;
         None for a soup that takes none)."""
-        from ladle.soups import SOUPS
-
         given, cls = dict(self.soup_options).get(name), SOUPS.options(name)
         return (given or cls()) if cls is not None else None
 
@@ -191,8 +188,6 @@ class RunConfig(Options):
     def to_dict(self) -> dict[str, Any]:
         """The config as the TOML ``config.toml`` holds: the chosen sampler's options under ``[sampler.NAME]``,
         each soup's under ``[soups.NAME]``."""
-        from ladle.soups import SOUPS
-
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)
                if f.name not in ("soups", "soup_options", "sampler", "recipes")}
         for key, value in list(out.items()):
@@ -265,9 +260,6 @@ def _flatten(values: dict, source: str, prefix: str = "") -> dict[str, Any]:
 
 def _known_keys() -> list[str]:
     """Every key a config may hold, for the nearest-name suggestion."""
-    from ladle.options import described
-    from ladle.soups import SOUPS
-
     keys = [f.name for f in dataclasses.fields(RunConfig) if f.metadata.get("flag") != "" or f.name == "soups"]
     for cls in (ModelConfig, TrainConfig, PartitionConfig, EngineConfig, TrunkConfig, EvalConfig):
         keys += [cls.label(name) for name, *_ in described(cls)]

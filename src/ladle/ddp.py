@@ -26,15 +26,24 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 import tempfile
+import threading
 import time
 from multiprocessing.connection import wait
 
 import torch
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.nn.parallel import DistributedDataParallel
 
-from ladle.errors import LadleError
+from ladle.engines.base import Finished, device_for, worker_memory
+from ladle.engines.process import _die_with_parent, context, prepare, share
+from ladle.engines.ray_cluster import HEAD, Carried, _connect, _events, graph_from_payload, graph_payload
+from ladle.errors import LadleError, install_hint
+from ladle.sampling import SAMPLERS
 from ladle.sampling.base import seed_batches
 from ladle.seeding import derive_seed
+from ladle.trainer import train_ingredient
 
 log = logging.getLogger(__name__)
 LR_RULE = "not scaled with K (Adam, the single model's learning rate)"
@@ -42,8 +51,6 @@ LR_RULE = "not scaled with K (Adam, the single model's learning rate)"
 
 def check_plan(spec) -> None:
     """Refuse, before any training, a data-parallel baseline this run cannot train."""
-    from ladle.sampling import SAMPLERS
-
     if not callable(getattr(SAMPLERS.get(spec.sampler.name), "sample", None)):  # sample(seeds, gen) over train_nodes
         raise LadleError(f"--baseline ddp shares each step's seed nodes among the ranks; the {spec.sampler.name} "
                          "sampler draws subgraphs, not seed nodes",
@@ -72,9 +79,6 @@ class Shard:
             yield sampler.sample(seeds, gen)
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
-        from torch.nn.parallel import DistributedDataParallel
-
         device = next(model.parameters()).device
         ddp = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
 
@@ -97,12 +101,6 @@ class Shard:
 
 
 def _rank(rank, spec, graph, store, device, threads, rendezvous, channel) -> None:
-    import socket
-
-    from ladle.engines.base import Finished, device_for, worker_memory
-    from ladle.engines.process import _die_with_parent
-    from ladle.trainer import train_ingredient
-
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent stops the ranks
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     _die_with_parent()
@@ -144,8 +142,6 @@ def train_ddp(spec, graph, store, *, device: str = "cpu", threads: int = 1, on_e
     """Train ``spec`` (role ``ddp``) on ``spec.ranks`` local processes; rank 0 stores the model. Returns its
     :class:`~ladle.engines.base.Finished` summary. A rank that fails stops them all (the others would wait for
     its gradients): the error is raised here, and the ingredients already stored are kept."""
-    from ladle.engines.process import context, prepare, share
-
     share(graph)
     ctx = context(device)
     if ctx.get_start_method() == "forkserver":
@@ -204,19 +200,14 @@ def train_ddp_on_ray(spec, graph, store, *, device: str = "cpu", engine=None, on
     workers and their process group (its own rendezvous; gloo, or nccl where each rank has a GPU), each runs
     :func:`_ray_rank`; the graph goes through the object store once, as for the ingredients, and rank 0 sends its
     model back (a few MB) for the driver to store. Returns its :class:`Finished` summary."""
-    import threading
-
-    from ladle.engines.ray_cluster import HEAD, Carried, _connect, _events, graph_payload
-
     try:
+        # optional: the ray extra
         import ray
         from ray.train import RunConfig as TrainRun
         from ray.train import ScalingConfig
         from ray.train.torch import TorchConfig, TorchTrainer
         from ray.util.queue import Empty, Queue
     except ImportError:
-        from ladle.errors import install_hint
-
         raise LadleError("--baseline ddp on the ray engine needs Ray Train", fix=install_hint("ray")) from None
 
     started = _connect(engine.address)
@@ -271,15 +262,10 @@ def train_ddp_on_ray(spec, graph, store, *, device: str = "cpu", engine=None, on
 
 def _ray_rank(loop: dict) -> None:
     """One rank of the data-parallel model on a Ray Train worker, whose process group Ray Train has set up."""
-    import socket
-
+    # optional: the ray extra
     import ray
     import ray.train
     import ray.train.torch
-
-    from ladle.engines.base import Finished, worker_memory
-    from ladle.engines.ray_cluster import graph_from_payload
-    from ladle.trainer import train_ingredient
 
     context = ray.train.get_context()
     rank, world = context.get_world_rank(), context.get_world_size()

@@ -10,6 +10,7 @@ imported trains there).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -64,8 +65,6 @@ class EngineConfig(Options):
 
 def size_bytes(text: str) -> int:
     """``2G``, ``512M``, ``1.5GiB``, ``1000000`` -> bytes (K, M, G, T are powers of 1024)."""
-    import re
-
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*", str(text), re.I)
     if not match:
         raise LadleError(f"engine.worker_memory = {text!r} is not a size", fix="write it like 2G, 512M or 3GiB")

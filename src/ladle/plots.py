@@ -5,12 +5,15 @@ import io
 from pathlib import Path
 
 from ladle.files import atomic_write
+from ladle.sampling import DEFAULT_SAMPLER
 
 
 def _pyplot():
+    # start-up: matplotlib loads when a plot is drawn, its Agg backend chosen first
     import matplotlib
 
     matplotlib.use("Agg")
+    # start-up: matplotlib loads when a plot is drawn, its Agg backend chosen first
     import matplotlib.pyplot as plt
 
     return plt
@@ -33,8 +36,6 @@ def metric_label(results: dict, split: str) -> str:
 
 
 def _recipe(ingredient: dict) -> str:
-    from ladle.sampling import DEFAULT_SAMPLER
-
     sampler = (ingredient.get("sampler") or {}).get("name", DEFAULT_SAMPLER)
     part = (ingredient.get("partition") or {}).get("part")
     return sampler + ("" if part is None else f", part {part}")
@@ -115,6 +116,7 @@ def timeline_figure(timeline: list[dict]):
     """One row per model, in the order they started: when it trained, on which worker (the colour), with a second
     try hatched; where a run was stopped and resumed, the gap is shaded and the resume marked."""
     plt = _pyplot()
+    # start-up: matplotlib loads when a plot is drawn, its Agg backend chosen first
     from matplotlib.patches import Patch
 
     entries = sorted(timeline, key=lambda t: t["started"])

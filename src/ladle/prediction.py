@@ -15,10 +15,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import torch
 
+from ladle.api import is_parts, run_graph
 from ladle.errors import LadleError
 from ladle.evaluation.evaluator import ensemble_probabilities, probabilities_as_logits, whole_graph_logits
+from ladle.evaluation.streamed import PartsView, StreamedEvaluator
 from ladle.models import graph_input
 from ladle.soups import DEFAULT_PREDICTOR, SOUPS
 from ladle.store import RunDir, rebuild
@@ -54,8 +57,6 @@ def prediction_rows(run_dir: str | Path, name: str = DEFAULT_PREDICTOR, output: 
 
 def _predicted(run_dir, name, output, graph, root, graph_file):
     """(values, node ids, split names, multi-label) of ``output``, in node order."""
-    from ladle.api import is_parts, run_graph
-
     if output not in OUTPUTS:
         raise LadleError(f"unknown prediction output {output!r}", fix=f"choose one of {', '.join(OUTPUTS)}")
     run = RunDir(run_dir)
@@ -136,10 +137,6 @@ def _checked_model(run: RunDir, member: str, graph):
 
 def _from_parts(models, source, model_config, chunk: int, output: str, device):
     """Every node's logits streamed over the parts (:mod:`ladle.evaluation.streamed`), ordered by original id."""
-    import numpy as np
-
-    from ladle.evaluation.streamed import PartsView, StreamedEvaluator
-
     if output == "embeddings":
         raise LadleError("embeddings are not streamed over a partition folder's parts",
                          fix="ask for --output labels, proba or logits")

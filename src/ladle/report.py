@@ -13,6 +13,7 @@ import os
 import statistics
 
 from ladle.files import read_bytes, sha256
+from ladle.plots import plot_gis_curves, plot_scores, plot_timeline
 from ladle.sampling import DEFAULT_SAMPLER
 from ladle.soups import SOUPS
 from ladle.store import MAX_WEIGHTS_BYTES, RunDir, is_number, timeline_entry
@@ -178,8 +179,6 @@ def markdown_table(results: dict) -> str:
 def summarise_seeds(by_seed: dict[int, dict]) -> dict:
     """The same pipeline over several seeds (``ladle run --seeds``): each row's validation and test score and its
     test gain over that seed's best ingredient, in points, as mean, sample std and the values seed by seed."""
-    import statistics
-
     def stat(values: list[float]) -> dict:
         points = [100 * v for v in values]
         return {"mean": statistics.fmean(points), "std": statistics.stdev(points) if len(points) > 1 else 0.0,
@@ -244,8 +243,6 @@ def _write_report(run_dir: RunDir) -> dict:
         run_dir.write(name, payload)
     timeline = results["timeline"]
     if results["ingredients"]:
-        from ladle.plots import plot_gis_curves, plot_scores, plot_timeline
-
         plot_scores(results, run_dir.plots / "ingredients_vs_soups.png", run_dir.path)
         stored = run_dir.soup_sidecars()
         for name in SOUPS.with_trait("curves"):  # GIS: its interpolation curves

@@ -17,6 +17,7 @@ def derive_seed(seed: int, purpose: str, index: int = 0) -> int:
 
 def seed_everything(seed: int) -> None:
     """Seed the global generators torch layers draw from (dropout, parameter init)."""
+    # start-up: `ladle --help` loads this module, and no torch
     import numpy as np
     import torch
 

@@ -17,7 +17,9 @@ fingerprint), and it never chooses a data root, a file outside itself, or code t
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -31,7 +33,10 @@ from ladle.declared import idle
 from ladle.errors import LadleError
 from ladle.files import RunLock, atomic_write, check_inside, read_bytes, read_json, read_jsonl, sha256, write_json
 from ladle.files import append_jsonl as _append_jsonl
+from ladle.models import build_model, check_weights
 from ladle.models.options import ModelConfig, model_config
+from ladle.models.python_model import PythonModel, register
+from ladle.soups import SOUPS
 from ladle.train_options import EvalConfig, TrainConfig, before_values
 
 INGREDIENT_FORMAT = "ladle.ingredient/1"
@@ -346,8 +351,6 @@ class RunDir:
 
     def log_timeline(self, done) -> None:
         """Append which worker trained an ingredient, and when (``timeline.jsonl``, one object per line)."""
-        import dataclasses
-
         _append_jsonl(self.path / "timeline.jsonl", dataclasses.asdict(done), root=self.path)
 
     def timeline(self) -> list[dict]:
@@ -405,8 +408,6 @@ class RunDir:
         One name, one file: a name in a folder it does not belong to, or in two folders, is refused (a planted
         ``soups/long.*`` would otherwise answer for the baseline). ``predict``, ``load_model`` and ``verify``
         all read through this listing."""
-        from ladle.soups import SOUPS
-
         belongs = {self.soups: lambda n: n in SOUPS.names(), self.baselines: lambda n: n in BASELINE_NAMES,
                    self.ingredients: lambda n: re.fullmatch(r"ingredient-\d{2,}", n) is not None}
         found: dict[str, Path] = {}
@@ -446,8 +447,6 @@ def _check_name(sidecar: dict, path: Path, kind: str) -> None:
 
 
 def os_lexists(path: Path) -> bool:
-    import os
-
     return os.path.lexists(path)
 
 
@@ -460,8 +459,6 @@ def load_model(path, name: str | None = None, *, model=None):
     needs that model again: ``model=`` (see :mod:`ladle.models.python_model`), and gets it back as its own class
     (a ``GraphSAGE`` for PyG's ``GraphSAGE``) with the stored weights.
     """
-    from ladle.models.python_model import PythonModel, register
-
     if model is not None:
         register(model)  # trusted as that object alone: a sidecar naming anything else is refused
     rebuilt = rebuild(path, name)
@@ -471,10 +468,6 @@ def load_model(path, name: str | None = None, *, model=None):
 def rebuild(path, name: str | None = None):
     """:func:`load_model` in ladle's model protocol (a user's module inside its ``PythonModel`` wrapper), for
     ladle's own passes over it."""
-    from pathlib import Path
-
-    from ladle.models import build_model, check_weights
-
     path, root = Path(path), None
     if name is not None:
         run = RunDir(path)

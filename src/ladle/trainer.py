@@ -6,12 +6,14 @@ them with the history. It does no I/O: the caller decides what to store.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -21,6 +23,7 @@ from ladle.errors import LadleError
 from ladle.evaluation.evaluator import split_scores
 from ladle.models import build_model
 from ladle.sampling import SAMPLERS, build_sampler
+from ladle.sampling.partition import membership_for, part_graph
 from ladle.seeding import seed_everything
 
 log = logging.getLogger(__name__)
@@ -299,8 +302,6 @@ def _training_graph(spec: IngredientSpec, graph: Graph) -> Graph:
     """The whole graph, or the part a partitioned ingredient is limited to."""
     if spec.part is None:
         return graph
-    from ladle.sampling.partition import membership_for, part_graph
-
     parts = spec.partition.parts
     if not 0 <= spec.part < parts:  # RunConfig resolves parts; a spec built by hand must say it too
         raise LadleError(f"{spec.name}: part {spec.part} of a {parts}-part partition",
@@ -313,10 +314,6 @@ def part_summary(part: Graph) -> dict:
     """What a partitioned ingredient's sidecar says of the part it trained on: its own (core) nodes, the halo
     nodes it also read, its directed edges, and a SHA-256 of the core's original node ids (sorted int64,
     little-endian), so which nodes an ingredient learned from can be checked against a partition afterwards."""
-    import hashlib
-
-    import numpy as np
-
     n_id = part.data.n_id.cpu()
     core = int(part.data.get("num_core_nodes", n_id.numel()))
     ids = np.ascontiguousarray(np.sort(n_id[:core].numpy()).astype("<i8"))

@@ -14,12 +14,23 @@ recorded validation and test score is computed again from the weights and compar
 """
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
+from ladle import api
+from ladle.api import DEFAULT_ROOT, SOUP_TIMING_FIELDS, identity_differences, is_a_copy, is_parts, make_soups
+from ladle.data.datasets import dataset_has
 from ladle.errors import LadleError
-from ladle.files import read_json, read_jsonl
+from ladle.evaluation import Evaluator
+from ladle.evaluation.streamed import PartsView, StreamedEvaluator
+from ladle.files import read_bytes, read_json, read_jsonl
+from ladle.models import check_weights
+from ladle.parts.reader import open_parts, parse_parts_spec
+from ladle.report import derived_files
 from ladle.store import RunDir, check_sidecar, model_from_sidecar, read_weights, spec_differences, timeline_entry
 
 # The run's models that are neither ingredients nor soups, and their folders.
@@ -34,8 +45,6 @@ class Check:
 
 
 def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path | None = None) -> list[Check]:
-    from ladle import api
-
     run_dir = RunDir(path)
     checks: list[Check] = []
     if not run_dir.path.is_dir() or not os.path.lexists(run_dir.path / "config.toml"):
@@ -89,9 +98,6 @@ def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path |
 def _part_scores(config, model_config, sidecar: dict, state) -> dict:
     """An ingredient trained from a partition folder recorded its scores on its part's own nodes: recomputed there,
     from that part's files (checked by checksum), as its worker scored them."""
-    from ladle.evaluation import Evaluator
-    from ladle.parts.reader import open_parts, parse_parts_spec
-
     part = (sidecar.get("partition") or {}).get("part")
     if not config.dataset.lower().startswith("parts:") or not isinstance(part, int):
         raise LadleError(f"{sidecar['name']} says it was scored on its part, but the run was not trained from parts")
@@ -104,12 +110,6 @@ def _recomputed_soups(run_dir: RunDir, config, graph, states: dict, sidecars: di
     never the sidecar's), through the code ``ladle soup`` runs: the same weights bit for bit on the CPU (within
     1e-5 elsewhere), and every recorded field (scores, coefficients, trace, the ingredients' and baselines' scores,
     options) equal; only the timing fields may differ."""
-    import json
-
-    import torch
-
-    from ladle.api import SOUP_TIMING_FIELDS, make_soups
-
     stored = [n for n, folder in listed.items() if folder == run_dir.soups and n in sidecars]
     if not stored:
         return []
@@ -152,8 +152,6 @@ def _differences(recorded, expected, tolerance: float, where: str = "") -> list[
 def _weight_differences(stored, made, exact: bool) -> list[str]:
     if stored is None or made is None:
         return [] if stored is None and made is None else ["weights: one of the two has none"]
-    import torch
-
     if set(stored) != set(made):
         return ["weights: other tensors"]
     same = (torch.equal if exact else lambda a, b: torch.allclose(a.float(), b.float(), rtol=1e-4, atol=1e-5))
@@ -164,9 +162,6 @@ def _weight_differences(stored, made, exact: bool) -> list[str]:
 def _derived(run_dir: RunDir) -> list[Check]:
     """results.json, results.jsonl and report.md are derived from the run's files: checked against what ``ladle
     report`` gives from them now (absent is fine; plots are derived too and not compared)."""
-    from ladle.files import read_bytes
-    from ladle.report import derived_files
-
     try:
         _, files = derived_files(run_dir)
     except LadleError as err:
@@ -208,8 +203,6 @@ def _manifest(run_dir: RunDir, config) -> list[Check]:
         return [Check(path, True, "absent (a run made before ladle recorded it): the config cannot be checked "
                                   "against its creation")]
     if not config.is_identity(manifest["identity_sha256"]):
-        from ladle.api import identity_differences
-
         changed = "; ".join(identity_differences(manifest.get("identity"), config.identity())[:4])
         return [Check(str(run_dir.path / "config.toml"), False, "edited after the run was created (its settings no "
                                                                 "longer hash to the identity in run.json)"
@@ -227,8 +220,6 @@ def _checkpoint(run_dir: RunDir, sidecar_path: Path):
         if sidecar.get("is_soup") is False and not os.path.lexists(weights_path):
             return Check(str(sidecar_path), True, "ensemble: no weights of its own"), None, sidecar
         state, sidecar = read_weights(weights_path, root=run_dir.path)
-        from ladle.models import check_weights
-
         model, in_channels, out_channels = model_from_sidecar(sidecar)
         check_weights(str(weights_path), state, model, in_channels, out_channels)
         return Check(str(weights_path), True, f"sha256 {sidecar['sha256'][:12]}…, {len(state)} tensors"), state, sidecar
@@ -237,8 +228,6 @@ def _checkpoint(run_dir: RunDir, sidecar_path: Path):
 
 
 def _ingredients_fit_config(run_dir: RunDir, config, sidecars: dict[str, dict]) -> list[Check]:
-    from ladle.api import is_a_copy
-
     checks, specs, seen = [], config.ingredient_specs(), {}
     models = {repr(model_from_sidecar(s)) for s in sidecars.values()}
     if len(models) > 1:
@@ -296,9 +285,6 @@ def _timeline(run_dir: RunDir) -> list[Check]:
 
 
 def _root(run_dir: RunDir, config, root, graph_file) -> list[Check]:
-    from ladle.api import DEFAULT_ROOT
-    from ladle.data.datasets import dataset_has
-
     if graph_file is not None or dataset_has(config.dataset, "generated") or dataset_has(config.dataset, "own-path"):
         return []
     given = DEFAULT_ROOT if root is None else str(root)
@@ -315,15 +301,10 @@ def _tolerance(metric: str, count: int) -> float:
 
 
 def _scores(config, graph, states: dict, sidecars: dict, ingredient_names: list[str]) -> list[Check]:
-    from ladle.api import is_parts
-    from ladle.evaluation import Evaluator
-
     if not ingredient_names:
         return []
     model_config, _, _ = model_from_sidecar(sidecars[ingredient_names[0]])
     if is_parts(graph):  # streamed over the parts, as ladle soup scored them
-        from ladle.evaluation.streamed import PartsView, StreamedEvaluator
-
         view = PartsView(graph)
         try:
             evaluators = {s: StreamedEvaluator(view, model_config, s, config.eval.chunk) for s in ("val", "test")}

@@ -7,6 +7,7 @@ __all__ = ["DATASETS", "Graph", "check_name", "load_graph", "make_graph"]
 
 def __getattr__(name):
     if name in ("Graph", "make_graph"):
+        # lazy name: the package's names load on first use (PEP 562)
         from ladle.data import graph
 
         return getattr(graph, name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ladle.errors import normalise_name
+from ladle.errors import LadleError, normalise_name
 from ladle.registry import Registry
 
 if TYPE_CHECKING:
@@ -16,46 +16,51 @@ if TYPE_CHECKING:
 
 
 def _planetoid(spec, root):
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.data.planetoid import load_planetoid
 
     return load_planetoid(normalise_name(spec), root)
 
 
 def _pyg(spec, root):
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.data.pyg_sets import load_pyg_set
 
     return load_pyg_set(normalise_name(spec), root)
 
 
 def _ogb(spec, root):
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.data.ogb import load_ogb
 
     return load_ogb(normalise_name(spec), root)
 
 
 def _csbm(spec, root):
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.data.csbm import generate_csbm, parse_csbm_spec
 
     return generate_csbm(parse_csbm_spec(spec))
 
 
 def _dcsbm(spec, root):
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.data.dcsbm import generate_dcsbm, parse_dcsbm_spec
 
     return generate_dcsbm(parse_dcsbm_spec(spec))
 
 
 def _npz(spec, root):
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.data.npz import load_npz, parse_npz_spec
 
     if not spec.partition(":")[2]:
-        from ladle.errors import LadleError
-
         raise LadleError(f"dataset {spec!r} names no file", fix="write npz:PATH or npz:PATH#K (split K)")
     return load_npz(*parse_npz_spec(spec))
 
 
 def _npy(spec, root):
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.data.npy import load_npy, parse_npy_spec
 
     return load_npy(*parse_npy_spec(spec))
@@ -121,15 +126,18 @@ def graph_name(name: str) -> str | None:
     entry = DATASETS.resolve(_entry(name)) if _entry(name) in DATASETS else None
     loader = DATASETS.entries[entry].target if entry else None
     if loader is _npz:
+        # start-up: `ladle --help` loads this module, and no torch
         from ladle.data.npz import parse_npz_spec
 
         path, split = parse_npz_spec(name)
         return f"npz:{path.name}#{split}"
     if loader is _csbm:
+        # start-up: `ladle --help` loads this module, and no torch
         from ladle.data.csbm import csbm_name, parse_csbm_spec
 
         return csbm_name(parse_csbm_spec(name))
     if loader is _dcsbm:
+        # start-up: `ladle --help` loads this module, and no torch
         from ladle.data.dcsbm import dcsbm_name, parse_dcsbm_spec
 
         return dcsbm_name(parse_dcsbm_spec(name))

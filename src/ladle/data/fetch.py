@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -63,9 +65,6 @@ def download_raw(fetch: Callable[[Path], object], dataset_dir: Path, raw: str = 
     into ``dataset_dir/raw``. The library also processes what it fetched and reads that back (PyG's ``.pt``
     files, loaded with pickle as a fallback); in a fresh folder it can only read back what it just wrote,
     never a file already lying in the user's root."""
-    import shutil
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         fetch(Path(tmp))
         found = [p for p in Path(tmp).rglob(raw) if p.is_dir()]

@@ -11,14 +11,22 @@ in-memory :class:`~ladle.data.graph.Graph` of a graph that fits, and :func:`save
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import torch
 
+from ladle.data.graph import make_graph
+from ladle.data.npz import _checked_header, parse_npz_spec
+from ladle.data.npz import _metric as npz_metric
+from ladle.data.pyg_input import graph_from
 from ladle.errors import LadleError
+from ladle.files import atomic_write
+from ladle.profiling import gib, memory_available, too_big
 
 REQUIRED = ("node_features", "node_labels", "edges", "train_masks", "val_masks", "test_masks")
 SPLITS = ("train", "val", "test")
@@ -27,8 +35,6 @@ CHUNK_BYTES = 64 * 2**20  # what one validation or copy step holds in memory at 
 
 def parse_npy_spec(spec: str) -> tuple[Path, int]:
     """``npy:DIR`` or ``npy:DIR#K`` -> (folder, split)."""
-    from ladle.data.npz import parse_npz_spec
-
     return parse_npz_spec(spec, "npy:DIR, for example npy:graphs/mine#0")
 
 
@@ -91,8 +97,6 @@ def _array(folder: Path, key: str, optional: bool = False) -> np.ndarray | None:
                                                                                                REQUIRED)) from None
     if not stat.S_ISREG(mode):
         raise LadleError(f"{path} is not a regular file", fix=f"write {key}.npy with numpy.save (no link, no folder)")
-    from ladle.data.npz import _checked_header
-
     with open(path, "rb") as f:
         _checked_header(f, os.fstat(f.fileno()).st_size, str(path))
     try:
@@ -205,19 +209,12 @@ def _masks(folder: Path, n: int, split: int) -> tuple[dict[str, np.ndarray], dic
 
 
 def _metric(folder: Path, stored, classes: int, task: str) -> str:
-    from ladle.data.npz import _metric as npz_metric
-
     return npz_metric(None if stored is None else np.asarray(stored), classes, str(folder / "metric.npy"),
                       task == "multilabel")
 
 
 def load_npy(folder: str | Path, split: int = 0):
     """The in-memory Graph of an ``npy:`` folder (validated in chunks first; the graph must fit in memory)."""
-    import torch
-
-    from ladle.data.graph import make_graph
-    from ladle.profiling import gib, memory_available, too_big
-
     g = open_npy(folder, split)
     need = g.num_nodes * g.num_features * 4 + g.edges.shape[0] * 2 * 8 * 3
     if too_big(need):
@@ -234,11 +231,6 @@ def load_npy(folder: str | Path, split: int = 0):
 def save_npy(graph, folder: str | Path) -> Path:
     """Write ``graph`` (a ladle Graph, or anything :func:`ladle.graph_from` takes) as an ``npy:`` folder whose
     :func:`load_npy` gives the same graph (same fingerprint). Each file is written atomically."""
-    import io
-
-    from ladle.data.pyg_input import graph_from
-    from ladle.files import atomic_write
-
     graph = graph_from(graph)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

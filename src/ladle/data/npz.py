@@ -9,6 +9,7 @@ features, for a user's model whose ``forward`` takes ``edge_attr``. The file is 
 """
 from __future__ import annotations
 
+import io
 import math
 import os
 import stat
@@ -20,6 +21,7 @@ import torch
 
 from ladle.data.graph import Graph, make_graph
 from ladle.errors import LadleError
+from ladle.files import atomic_write
 from ladle.profiling import gib, memory_available, too_big
 
 REQUIRED = ("node_features", "node_labels", "edges", "train_masks", "val_masks", "test_masks")
@@ -280,10 +282,6 @@ def _check_splits(masks: dict[str, np.ndarray], where: str) -> None:
 def save_npz(graph: Graph, path: str | Path, *, root: Path | None = None) -> None:
     """Write ``graph`` in this module's layout (its one split), so that :func:`load_npz` gives it back with the same
     fingerprint (multi-label targets as [N, T] 0/1)."""
-    import io
-
-    from ladle.files import atomic_write
-
     d = graph.data
     buffer = io.BytesIO()
     labels = d.y.cpu().numpy().astype(np.uint8) if graph.task == "multilabel" else d.y.cpu().numpy()

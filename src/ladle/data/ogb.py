@@ -9,6 +9,7 @@ ogbn-proteins has no node features; as is common, a node gets the mean of its ed
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ SETS = {"ogbnarxiv": "ogbn-arxiv", "ogbnproducts": "ogbn-products", "ogbnprotein
 
 def _meta(name: str) -> dict:
     try:
+        # optional: the ogb extra
         import ogb
         import pandas as pd
     except ImportError:
@@ -76,6 +78,7 @@ def load_ogb(key: str, root: str | Path) -> Graph:
 
 
 def _read_raw(meta: dict, raw: Path):
+    # optional: the ogb extra
     from ogb.io.read_graph_raw import read_binary_graph_raw, read_csv_graph_raw
 
     inverse = meta["add_inverse_edge"] == "True"
@@ -84,6 +87,7 @@ def _read_raw(meta: dict, raw: Path):
         with np.load(raw / "node-label.npz", allow_pickle=False) as f:
             labels = f["node_label"]
     else:
+        # optional: the ogb extra
         import pandas as pd
 
         graph = read_csv_graph_raw(str(raw), add_inverse_edge=inverse)[0]
@@ -92,6 +96,7 @@ def _read_raw(meta: dict, raw: Path):
 
 
 def _index_mask(path: Path, n: int) -> torch.Tensor:
+    # optional: the ogb extra
     import pandas as pd
 
     index = torch.as_tensor(np.array(pd.read_csv(path, compression="gzip", header=None).values.T[0]), dtype=torch.long)
@@ -109,8 +114,7 @@ def _mean_edge_features(edge_index, edge_feat, n):
 
 
 def _download(meta: dict, root: Path, base: Path) -> None:
-    import shutil
-
+    # optional: the ogb extra
     from ogb.utils.url import download_url, extract_zip
 
     root.mkdir(parents=True, exist_ok=True)

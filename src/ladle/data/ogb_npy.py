@@ -17,7 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ladle.errors import LadleError
+from ladle.data.fetch import require_files
+from ladle.data.ogb import SETS, _download, _meta, expected_files
+from ladle.errors import LadleError, normalise_name
 
 ROWS = 1 << 18  # CSV rows (or array rows) per chunk
 
@@ -27,10 +29,6 @@ def ogb_to_npy(name: str, root: str | Path, out: str | Path) -> Path:
 
     Returns ``out``. Memory: one chunk of ``ROWS`` rows and the split's index lists.
     """
-    from ladle.data.fetch import require_files
-    from ladle.data.ogb import SETS, _download, _meta, expected_files
-    from ladle.errors import normalise_name
-
     key = normalise_name(name)
     if key not in SETS:
         raise LadleError(f"{name} is not an ogbn dataset ladle knows", fix=f"one of {', '.join(SETS.values())}")
@@ -70,6 +68,7 @@ def ogb_to_npy(name: str, root: str | Path, out: str | Path) -> Path:
 
 
 def _csv_chunks(path: Path, dtype):
+    # optional: the ogb extra
     import pandas as pd
 
     with pd.read_csv(path, compression="gzip", header=None, chunksize=ROWS, dtype=dtype) as reader:

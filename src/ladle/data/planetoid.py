@@ -18,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch_geometric.datasets import Planetoid
 
-from ladle.data.fetch import require_files
+from ladle.data.fetch import download_raw, require_files
 from ladle.data.graph import Graph, make_graph
 from ladle.errors import LadleError
+from ladle.files import read_bytes
 from ladle.profiling import gib, too_big
 
 NAMES = {"cora": "Cora", "citeseer": "CiteSeer", "pubmed": "PubMed"}
@@ -35,10 +37,6 @@ def load_planetoid(key: str, root: str | Path) -> Graph:
     expected = [f"ind.{name.lower()}.{s}" for s in SUFFIXES]
 
     def download():
-        from torch_geometric.datasets import Planetoid
-
-        from ladle.data.fetch import download_raw
-
         download_raw(lambda tmp: Planetoid(str(tmp), name), Path(root) / name, "raw")
 
     require_files(name, root, raw, expected, download)
@@ -139,8 +137,6 @@ class _Restricted(pickle.Unpickler):
 
 
 def _restricted_load(path: Path):
-    from ladle.files import read_bytes
-
     payload = read_bytes(path, limit=MAX_RAW_BYTES, what="Planetoid file")
     try:
         return _Restricted(io.BytesIO(payload), encoding="latin1").load()

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch_geometric.datasets as pyg_datasets
 
-from ladle.data.fetch import require_files
+from ladle.data.fetch import download_raw, require_files
 from ladle.data.graph import Graph, make_graph
 from ladle.data.npz import read_arrays
 from ladle.errors import LadleError
@@ -34,10 +35,6 @@ FIX = "restore the dataset's original files (or delete them and let ladle downlo
 
 
 def load_pyg_set(key: str, root: str | Path) -> Graph:
-    import torch_geometric.datasets as pyg_datasets
-
-    from ladle.data.fetch import download_raw
-
     cls_name, folder, files, task, metric = SETS[key]
     base = Path(root) / folder
     cls = getattr(pyg_datasets, cls_name)

@@ -12,12 +12,15 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from ladle.config import IngredientSpec
 from ladle.data.graph import Graph
+from ladle.errors import LadleError
+from ladle.profiling import peak_resident
+from ladle.store import RunDir
 from ladle.trainer import train_ingredient
 
 # (ingredient name, epoch, epochs, best validation score so far, worker label)
@@ -36,24 +39,15 @@ class IngredientStore:
     trunk_sha256: str | None = None  # the stored trunk ingredients start from (checked when read)
 
     def save(self, record) -> None:
-        from ladle.store import RunDir
-
         RunDir(self.run_path).save_ingredient(record, self.dataset, self.identity)
 
     def is_done(self, spec: IngredientSpec) -> bool:
-        from ladle.store import RunDir
-
         return RunDir(self.run_path).has(spec)
 
     def start_state(self, spec: IngredientSpec) -> dict | None:
         """The trunk's weights for a model that branches from it, read and checked in the worker."""
         if not spec.trunk_epochs:
             return None
-        from dataclasses import replace
-
-        from ladle.errors import LadleError
-        from ladle.store import RunDir
-
         trunk = replace(spec, role="trunk")
         state, sidecar = RunDir(self.run_path).load_checkpoint(trunk)
         if self.trunk_sha256 is not None and sidecar["sha256"] != self.trunk_sha256:
@@ -122,8 +116,6 @@ def worker_memory(interval: float = 0.02):
     resident memory (reset at entry; memory-mapped graph files count once touched) and ``peak_anon_bytes``, the
     sampled peak of anonymous memory (what ``prlimit --data`` caps; mapped files do not count). None where /proc
     cannot tell."""
-    from ladle.profiling import peak_resident
-
     found = {"peak_rss_bytes": None, "peak_anon_bytes": None}
     stop, anon = threading.Event(), [_anon_bytes()]
 

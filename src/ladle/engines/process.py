@@ -11,13 +11,16 @@ unfinished ingredient, which is retried up to ``engine.retries`` times on a fres
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import logging
 import os
 import pickle
 import signal
+import threading
 from collections import Counter, deque
 from collections.abc import Sequence
+from multiprocessing import forkserver
 from multiprocessing.connection import wait
 
 import torch.multiprocessing as mp
@@ -59,8 +62,6 @@ def _die_with_parent() -> None:
     """Ask Linux to SIGKILL this worker when the process that started it dies (even by SIGKILL), so no
     orphan keeps training into a run directory that a resumed run is now writing."""
     try:
-        import ctypes
-
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):  # not Linux: the parent's own cleanup still stops workers
@@ -134,8 +135,6 @@ def _signals_deferred():
     ``process.start()`` waits for the forkserver to fork; a KeyboardInterrupt inside it would leave
     a worker that the parent never learnt the pid of, so could not stop.
     """
-    import threading
-
     if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
         yield
         return
@@ -154,8 +153,6 @@ def _signals_deferred():
 def prepare(device: str = "cpu") -> None:
     """Start the forkserver if it is not running (early, its imports overlap the loading of the graph);
     nothing for GPU workers, which are spawned."""
-    from multiprocessing import forkserver
-
     if context(device).get_start_method() != "forkserver":
         return
     context()

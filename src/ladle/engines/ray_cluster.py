@@ -27,6 +27,7 @@ from ladle.config import EngineConfig, IngredientSpec
 from ladle.data.graph import Graph
 from ladle.engines.base import Finished, IngredientStore, OnProgress, ShouldStop, train_and_store
 from ladle.errors import LadleError, install_hint
+from ladle.parts.reader import open_parts
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ def _use_token_if_available() -> None:
     refreshes that cached config. Older Rays have no token authentication and no helper.
     """
     try:
+        # optional: the ray extra
         from ray._private.authentication.authentication_token_setup import (
             maybe_enable_token_auth_if_token_available,
         )
@@ -74,6 +76,7 @@ def _connect(address: str) -> bool:
     this process, as Ray's own helper does: a token-mode client also talks to clusters without
     authentication.
     """
+    # optional: the ray extra
     import ray
 
     if ray.is_initialized():
@@ -110,6 +113,7 @@ def start_local(num_cpus: int | None = None, num_gpus: int | None = None) -> Non
 
     Always a new one: a cluster that ``ray start`` left running on this machine is joined only when asked
     (``--address auto``), never by chance (Ray's own default would join it, and refuse ladle's settings)."""
+    # optional: the ray extra
     import ray
 
     ray.init(address="local", num_cpus=num_cpus, num_gpus=num_gpus, include_dashboard=False, logging_level=logging.WARNING,
@@ -120,6 +124,7 @@ def run(specs: Sequence[IngredientSpec], graph: Graph, store: IngredientStore, *
         engine: EngineConfig = EngineConfig(), on_epoch: OnProgress | None = None,
         on_done=None, should_stop: ShouldStop | None = None) -> list[Finished]:
     try:
+        # optional: the ray extra
         import ray
     except ImportError:
         raise LadleError("the ray engine needs Ray", fix=install_hint("ray")) from None
@@ -240,8 +245,6 @@ def node_source(source):
     root = os.environ.get(PARTS_ROOT)
     if not root:
         return source
-    from ladle.parts.reader import open_parts
-
     here = open_parts(Path(root) / Path(source.folder).name)
     if here.fingerprint != source.fingerprint:
         raise LadleError(f"{here.folder} on this node is another partition than the run's {source.folder}",
@@ -272,6 +275,7 @@ class Carried:
 
 
 def _task(spec, payload, carried, device, threads, board) -> tuple[Finished, list]:
+    # optional: the ray extra
     import ray
 
     graph = graph_from_payload(payload) if isinstance(payload, dict) else node_source(payload)
@@ -299,6 +303,7 @@ def _task(spec, payload, carried, device, threads, board) -> tuple[Finished, lis
 
 def cluster_failure(exc) -> bool:
     """Did Ray's cluster fail the task (a raylet, node, worker or actor lost), rather than its own code?"""
+    # optional: the ray extra
     from ray import exceptions as rx
 
     lost = (rx.LocalRayletDiedError, rx.WorkerCrashedError, rx.NodeDiedError, rx.ActorDiedError,
@@ -329,6 +334,7 @@ class Board:
 
 def _drain_board(board, on_epoch) -> None:
     """Hand the events the board holds to ``on_epoch``; best effort: while a node leaves, it may not answer."""
+    # optional: the ray extra
     import ray
 
     try:
@@ -342,6 +348,7 @@ def _drain_board(board, on_epoch) -> None:
 
 def _events(events, empty) -> list:
     """What the queue holds now; progress is best effort: while a node leaves, the queue may not answer."""
+    # optional: the ray extra
     from ray.exceptions import RayError
 
     out = []

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 from torch.func import functional_call
+from torch_geometric.utils import subgraph
 
 from ladle.data.graph import Graph, build_adjacency
 from ladle.evaluation.chunked import can_chunk, chunked_forward
@@ -19,6 +20,7 @@ from ladle.evaluation.field import induced, receptive_field
 from ladle.evaluation.metrics import score_logits
 from ladle.models import build_model, edge_features, graph_input
 from ladle.models.options import ModelConfig
+from ladle.sampling.partition import graph_parts
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +173,6 @@ class Evaluator:
         return torch.nn.functional.cross_entropy(logits, y)
 
     def _whole_loss(self, state: State, nodes: Tensor | None) -> Tensor:
-        from torch_geometric.utils import subgraph
-
         if nodes is None:
             logits = functional_call(self.model, state, (self.x, self.adj), self.edge_kwargs)
             mask, y = self.mask, self.y_all
@@ -210,8 +210,6 @@ class Evaluator:
 
     def parts(self, count: int, seed: int = 0) -> list[Tensor]:
         """The graph's METIS parts (cached on disk like ClusterGCN's), each a sorted tensor of node ids."""
-        from ladle.sampling.partition import graph_parts
-
         return graph_parts(self.graph, count, seed)
 
     def score_many(self, mixes: Sequence[Mix]) -> list[float]:

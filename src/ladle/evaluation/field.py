@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
+from torch_geometric.utils import spmm
 
 from ladle.data.graph import csr_tensor
 from ladle.sampling.base import edge_positions
@@ -39,8 +40,6 @@ class Block:
     def aggregate(self, x: Tensor, reduce: str = "sum") -> Tensor:
         """``adj @ x`` ([n_out, d], or the mean over each row's entries), remembered for the same ``x`` when it
         needs no gradient: the first layer's inputs are the features, the same in every epoch of a fit."""
-        from torch_geometric.utils import spmm
-
         key = (x, reduce)
         if x.requires_grad or self._memo is None or self._memo[0][0] is not x or self._memo[0][1] != reduce:
             value = spmm(self.adj, x, reduce=reduce)

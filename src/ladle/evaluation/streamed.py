@@ -21,6 +21,7 @@ the same graph up to float rounding (a node whose two best classes tie within ro
 """
 from __future__ import annotations
 
+import copy
 import logging
 import shutil
 import tempfile
@@ -36,9 +37,10 @@ from torch import Tensor
 from ladle.data.graph import csr_tensor
 from ladle.errors import LadleError
 from ladle.evaluation.chunked import can_chunk
-from ladle.evaluation.evaluator import Mix, State, ensemble_probabilities, mix_states, probabilities_as_logits
+from ladle.evaluation.evaluator import Evaluator, Mix, State, ensemble_probabilities, mix_states, probabilities_as_logits
 from ladle.evaluation.field import Block
 from ladle.evaluation.metrics import score_logits
+from ladle.models import build_model
 from ladle.sampling.base import edge_positions
 
 log = logging.getLogger(__name__)
@@ -209,8 +211,6 @@ class StreamedEvaluator:
     """
 
     def __init__(self, view: PartsView, model_config, split: str = "val", chunk_size: int = 0, device=None):
-        from ladle.models import build_model
-
         self.view, self.split, self.model_config = view, split, model_config
         self.device = torch.device(device or "cpu")
         self.model = build_model(model_config, view.num_features, view.num_classes).to(self.device).eval()
@@ -353,8 +353,6 @@ class StreamedEvaluator:
 
     def _models(self, states: Sequence[State]) -> list:
         """One model per state (copies of the architecture, made once and reloaded)."""
-        import copy
-
         while len(self._pool) < len(states):
             self._pool.append(copy.deepcopy(self.model))
         for model, state in zip(self._pool, states):
@@ -444,8 +442,6 @@ class StreamedEvaluator:
     # together, where the graph fits (refused with the reason where it does not).
     def _in_memory(self):
         if self._whole is None:
-            from ladle.evaluation.evaluator import Evaluator
-
             log.info("%s: the fitted soups put the graph together from its parts", self.view.name)
             self._whole = Evaluator(self.view.source.whole_graph(), self.model_config, self.split)
         return self._whole

@@ -9,6 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ladle.errors import LadleError, suggest
+from ladle.soups import SOUPS
+from ladle.tomlio import dump_toml, parse_toml
 
 FOLDER = Path(__file__).resolve().parent
 
@@ -40,9 +42,6 @@ def example_text(name: str) -> str:
 
 def generated(name: str) -> str:
     """A config running soup ``name`` alone on a small synthetic graph, its options at their defaults."""
-    from ladle.soups import SOUPS
-    from ladle.tomlio import dump_toml
-
     entry = SOUPS[name]
     options = entry.options_class()
     values = {"dataset": "csbm", "ingredients": 4, "seed": 0, "soups": {"methods": [entry.name]}}
@@ -54,8 +53,6 @@ def generated(name: str) -> str:
 
 
 def _soups_without_example(shipped) -> list[str]:
-    from ladle.soups import SOUPS
-
     covered = set()
     for text in shipped.values():
         covered |= set(_methods(text)) if text is not None else set()
@@ -63,8 +60,6 @@ def _soups_without_example(shipped) -> list[str]:
 
 
 def _methods(text: str) -> list[str]:
-    from ladle.tomlio import parse_toml
-
     values = parse_toml(text, "example")
     methods = values.get("soups", {})
     return list(methods.get("methods", []) if isinstance(methods, dict) else methods)

@@ -8,7 +8,9 @@ from __future__ import annotations
 import functools
 import math
 
+from ladle.errors import LadleError
 from ladle.registry import Registry
+from ladle.seeding import seed_everything
 
 MODELS = Registry("model")
 MODELS.add("gcn", "ladle.models.gcn:GCN", "ladle.models.options:ModelConfig", "Kipf & Welling, ICLR 2017")
@@ -21,10 +23,9 @@ MODELS.add("mlp", "ladle.models.mlp:MLP", "ladle.models.options:ModelConfig", "t
 
 def build_model(config, in_channels: int, out_channels: int, *, init_seed: int | None = None):
     """Build the model ``config`` names; with ``init_seed`` its initial weights are reproducible."""
-    from ladle.seeding import seed_everything
-
     if config.name not in MODELS and config.name.startswith("python:"):
-        from ladle.models.python_model import register  # a worker: its spec came from the driver, which allowed it
+        # start-up: `ladle --help` loads this module, and no torch (a worker's spec came from the driver, which allowed it)
+        from ladle.models.python_model import register
 
         register(config.name)
     if init_seed is not None:
@@ -35,6 +36,7 @@ def build_model(config, in_channels: int, out_channels: int, *, init_seed: int |
 @functools.lru_cache(maxsize=16)
 def expected_shapes(config, in_channels: int, out_channels: int) -> dict[str, tuple]:
     """The tensor shapes of the architecture, from a model built on the meta device (no memory, no init)."""
+    # start-up: `ladle --help` loads this module, and no torch
     import torch
 
     with torch.device("meta"):
@@ -50,9 +52,8 @@ def parameter_bytes(config, in_channels: int, out_channels: int) -> int:
 def check_weights(source: str, state: dict, config, in_channels: int, out_channels: int) -> None:
     """Refuse weights that do not fit the architecture described (checked on the meta device: nothing is built at
     the described size) or that hold NaN or infinite values: one message naming ``source``, what differs, the fix."""
+    # start-up: `ladle --help` loads this module, and no torch
     import torch
-
-    from ladle.errors import LadleError
 
     expected = expected_shapes(config, in_channels, out_channels)
     got = {k: tuple(v.shape) for k, v in state.items()}
@@ -89,6 +90,7 @@ def __getattr__(name):  # the classes themselves, imported when asked for (they 
     lazy = {"GNN": "ladle.models.base:GNN", "GCN": "ladle.models.gcn:GCN", "GraphSAGE": "ladle.models.sage:GraphSAGE",
             "GAT": "ladle.models.gat:GAT", "GIN": "ladle.models.gin:GIN", "MLP": "ladle.models.mlp:MLP"}
     if name in lazy:
+        # lazy name: the package's names load on first use (PEP 562)
         from ladle.registry import _resolve
 
         return _resolve(lazy[name])

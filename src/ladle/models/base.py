@@ -11,6 +11,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import BatchNorm, LayerNorm
 
+from ladle.data.graph import csr_tensor
 from ladle.models.options import ModelConfig
 
 
@@ -201,8 +202,6 @@ def rows_by_target(edge_index: Tensor, n_out: int, n_in: int, dtype) -> Tensor:
     ladle's neighbour sampler emits each hop's edges grouped by target in target order, so this is one bincount;
     edges in another order (a PyG loader's) are sorted first.
     """
-    from ladle.data.graph import csr_tensor
-
     src, dst = edge_index
     if dst.numel() > 1 and not bool((dst[1:] >= dst[:-1]).all()):
         order = torch.argsort(dst, stable=True)

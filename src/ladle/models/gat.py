@@ -2,8 +2,9 @@
 import torch
 import torch.nn.functional as F
 from torch_geometric.nn import GATConv
-from torch_geometric.utils import softmax
+from torch_geometric.utils import add_self_loops, remove_self_loops, softmax
 
+from ladle.data.graph import csr_tensor, spmm
 from ladle.models.base import GNN, FastPath
 
 
@@ -16,8 +17,6 @@ class GATFast(FastPath):
 
     @staticmethod
     def propagation(ev):  # GATConv drops existing self-loops and adds one per node
-        from torch_geometric.utils import add_self_loops, remove_self_loops
-
         edge_index, _ = add_self_loops(remove_self_loops(ev.edge_index)[0], num_nodes=ev.graph.num_nodes)
         return edge_index, torch.ones(edge_index.size(1), dtype=ev.x.dtype, device=ev.device)
 
@@ -38,8 +37,6 @@ class GATFast(FastPath):
 
 def attention(plan, xw, w, p):
     """GATConv in eval mode on a layer plan: xw [n_in, H*C] -> [n_out, H*C] (heads concatenated) or [n_out, C]."""
-    from ladle.data.graph import csr_tensor, spmm
-
     att_src, att_dst = w[p + "att_src"][0], w[p + "att_dst"][0]  # [H, C]
     heads, channels = att_src.shape
     xw = xw.view(-1, heads, channels)

@@ -1,4 +1,5 @@
 """GIN: Xu et al., *How Powerful are Graph Neural Networks?* (ICLR 2019)."""
+import torch
 from torch import nn
 from torch_geometric.nn import GINConv
 
@@ -11,8 +12,6 @@ class GINFast(FastPath):
 
     @staticmethod
     def propagation(ev):
-        import torch
-
         return ev.edge_index, torch.ones(ev.edge_index.size(1), dtype=ev.x.dtype, device=ev.device)  # a sum
 
     @staticmethod
@@ -21,8 +20,6 @@ class GINFast(FastPath):
 
     @staticmethod
     def first_parts(ev, state, out):
-        import torch
-
         w1 = state["convs.0.nn.0.weight"].t()
         torch.mm(ev.x_in[:ev.plans[0].n_out], w1, out=out[0])
         torch.addmm(state["convs.0.nn.0.bias"], ev.ax, w1, out=out[1])

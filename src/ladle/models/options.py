@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ladle.errors import LadleError
+from ladle.models import MODELS
 from ladle.options import Options, option
 
 NORMS = ("none", "batch", "layer")
@@ -32,10 +33,9 @@ class ModelConfig(Options):
     heads: int = option(8, "GAT's attention heads", low=1, high=64, only=("gat",))
 
     def __post_init__(self):
-        from ladle.models import MODELS
-
         if str(self.name).startswith("python:") and self.name not in MODELS:
-            from ladle.models.python_model import resolve_unregistered  # a user's model (imports torch)
+            # start-up: `ladle --help` loads this module, and no torch (a user's model imports it)
+            from ladle.models.python_model import resolve_unregistered
 
             resolve_unregistered(self.name)
         object.__setattr__(self, "name", MODELS.resolve(self.name, "model"))
@@ -56,10 +56,9 @@ class GATConfig(ModelConfig):
 
 def model_config(values: dict, source: str = "config") -> ModelConfig:
     """The options dataclass of the architecture ``values`` names, built from them (defaults its own)."""
-    from ladle.models import MODELS
-
     name = values.get("name", "gcn")
     if str(name).startswith("python:") and name not in MODELS:
+        # start-up: `ladle --help` loads this module, and no torch
         from ladle.models.python_model import resolve_unregistered
 
         resolve_unregistered(name)

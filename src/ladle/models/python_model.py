@@ -31,14 +31,20 @@ relative or malformed module name is refused before any import. A run directory 
 """
 from __future__ import annotations
 
+import copy
+import hashlib
+import importlib
 import inspect
 import logging
+import re
 import threading
 from collections.abc import Callable
 
 import torch
+from torch_geometric.utils import subgraph
 
 from ladle.errors import LadleError
+from ladle.models import MODELS, build_model
 
 log = logging.getLogger(__name__)
 PREFIX = "python:"
@@ -88,8 +94,6 @@ def import_path(factory) -> str | None:
 
 def register(factory) -> str:
     """Register ``factory`` (an object, or a ``module:name`` import path) and return its model name."""
-    from ladle.models import MODELS
-
     if isinstance(factory, str):
         path = factory[len(PREFIX):] if factory.startswith(PREFIX) else factory
         target = _imported(path)
@@ -121,8 +125,6 @@ def is_instance(name: str) -> bool:
 def _instance_name(module: torch.nn.Module) -> str:
     """``__instance__:CLASS@SHA``: the class, and a checksum of the instance's weights, so that a run resumed or
     souped with another instance (other initial weights) is refused."""
-    import hashlib
-
     digest = hashlib.sha256()
     for key, value in module.state_dict().items():
         digest.update(key.encode())
@@ -132,8 +134,6 @@ def _instance_name(module: torch.nn.Module) -> str:
 
 def _copies(module: torch.nn.Module):
     """A factory giving a fresh copy of ``module`` whatever the sizes asked: the probe checks they fit the graph."""
-    import copy
-
     original = copy.deepcopy(module).cpu()
 
     def factory(in_channels, out_channels):
@@ -147,10 +147,6 @@ def probe(config, graph, nodes: int = 64) -> None:
     """One forward of a user's model on the first ``nodes`` nodes of the graph (their induced subgraph), before any
     run directory exists: a forward that fails, logits of the wrong shape or dtype, or a module whose output no
     trainable weight reaches is named here, with its fix, not as a traceback from inside training."""
-    from torch_geometric.utils import subgraph
-
-    from ladle.models import build_model
-
     name = config.name[len(PREFIX):]
     with torch.random.fork_rng(devices=[]):  # the run's random streams are untouched
         model = build_model(config, graph.num_features, graph.num_classes, init_seed=0)
@@ -189,8 +185,6 @@ _IDENTIFIER = r"[A-Za-z_][A-Za-z0-9_]*"
 
 def split_path(path: str) -> tuple[str, str]:
     """``module:attribute`` checked in shape (absolute dotted names only), or one error naming it."""
-    import re
-
     module, sep, attribute = path.partition(":")
     if not (sep and re.fullmatch(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*", module)
             and re.fullmatch(rf"{_IDENTIFIER}(\.{_IDENTIFIER})*", attribute)):
@@ -205,8 +199,6 @@ def _within(module: str, trusted) -> bool:
 
 def _imported(path: str):
     """The object at ``path``, imported and type-checked before anything calls it."""
-    import importlib
-
     module, attribute = split_path(path)
     try:
         target = importlib.import_module(module)

@@ -1,4 +1,5 @@
 """GraphSAGE: Hamilton et al., *Inductive Representation Learning on Large Graphs* (NeurIPS 2017)."""
+import torch
 from torch_geometric.nn import SAGEConv
 
 from ladle.models.base import GNN, FastPath, mean_over_in_edges
@@ -15,8 +16,6 @@ class SAGEFast(FastPath):
 
     @staticmethod
     def first_parts(ev, state, out):
-        import torch
-
         torch.addmm(state["convs.0.lin_l.bias"], ev.ax, state["convs.0.lin_l.weight"].t(), out=out[0])
         out[0].addmm_(ev.x_in[:ev.plans[0].n_out], state["convs.0.lin_r.weight"].t())
 

@@ -24,6 +24,10 @@ memory-mapped. A partition folder is data: its manifest is checked before anythi
 checksums, no path leaving the folder, no link), and nothing in it is unpickled.
 """
 
+from pathlib import Path
+
+from ladle.errors import LadleError
+
 PARTS_FORMAT = "ladle.parts/1"
 MANIFEST = "manifest.json"
 PART_FILES = ("indptr", "indices", "x", "y", "orig_ids", "train_mask", "val_mask", "test_mask")
@@ -33,9 +37,7 @@ PART_FILES = ("indptr", "indices", "x", "y", "orig_ids", "train_mask", "val_mask
 def parts_count(dataset) -> int | None:
     """K, for a ``parts:PDIR`` dataset whose manifest says it (a run's default number of ingredients); None
     otherwise (a folder that cannot say is refused later, when it is opened, with the reason)."""
-    from pathlib import Path
-
-    from ladle.errors import LadleError
+    # start-up: `ladle --help` loads this module, and no torch
     from ladle.files import read_json
 
     if not (isinstance(dataset, str) and dataset.lower().startswith("parts:")):

@@ -19,9 +19,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch_geometric.data import Data
 
+from ladle.data.graph import Graph
 from ladle.errors import LadleError
+from ladle.files import check_inside, read_json
 from ladle.parts import MANIFEST, PART_FILES, PARTS_FORMAT
+from ladle.profiling import gib, memory_available, too_big
 
 PREFIX = "parts:"
 MAX_MANIFEST_BYTES = 16 * 2**20
@@ -44,8 +48,6 @@ def _bad(folder: Path, what: str) -> LadleError:
 
 def open_parts(folder: str | Path) -> PartSource:
     """A partition folder's checked manifest, as a handle small enough to send to every worker."""
-    from ladle.files import read_json
-
     folder = Path(folder)
     if not folder.is_dir():
         raise LadleError(f"{folder} is not a folder", fix="parts:PDIR names the folder ladle partition --out wrote")
@@ -147,8 +149,6 @@ class PartSource:
 
     def arrays(self, p: int, *, verify: bool = True) -> dict[str, np.ndarray]:
         """Part ``p``'s files, memory-mapped, each checked against the manifest (and its SHA-256)."""
-        from ladle.files import check_inside
-
         if not 0 <= p < self.num_parts:
             raise LadleError(f"{self.folder}: no part {p} (it holds {self.num_parts})", fix="use a part below num_parts")
         root, entry, out = Path(self.folder), self.manifest[f"part-{p}"], {}
@@ -183,10 +183,6 @@ class PartSource:
         """``(train_graph, own_graph)`` of part ``p``: the graph ingredient training samples from (the part's own
         nodes, with its halo as message sources where ``halo``; validation and test masks empty, as in memory), and
         the same graph with the own nodes' validation and test masks, which the ingredient validates on."""
-        from torch_geometric.data import Data
-
-        from ladle.data.graph import Graph
-
         if halo and not self.manifest["halo_hops"]:
             raise LadleError(f"{self.folder} was cut with --halo 0: its parts hold no halo features",
                              fix="cut the graph again with ladle partition --halo 1")
@@ -232,11 +228,6 @@ class PartSource:
         """The graph put together again from its parts, in memory (the fitted soups, learned and pls, and
         ``load_graph("parts:PDIR")`` need it; scoring streams over the parts): every node's features, label and
         masks from its own part, every edge from its endpoints' rows. Refused where it would not fit."""
-        from torch_geometric.data import Data
-
-        from ladle.data.graph import Graph
-        from ladle.profiling import gib, memory_available, too_big
-
         m = self.manifest
         need = m["num_nodes"] * m["num_features"] * 4 + m["num_edges"] * 16 * 2
         if too_big(need):

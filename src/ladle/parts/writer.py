@@ -28,8 +28,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ladle.data import load_graph
+from ladle.data.npy import load_npy, open_npy, parse_npy_spec
 from ladle.errors import LadleError
+from ladle.files import write_json
 from ladle.parts import MANIFEST, PARTS_FORMAT
+from ladle.profiling import peak_resident
+from ladle.sampling.partition import metis_parts, random_membership
 
 log = logging.getLogger(__name__)
 CHUNK_BYTES = 64 * 2**20
@@ -60,20 +65,14 @@ class Source:
 def open_source(spec: str, root: str = "data") -> Source:
     """``npy:DIR[#K]`` memory-mapped (validated in chunks, never read whole); any other dataset loaded in memory."""
     if spec.lower().startswith("npy:"):
-        from ladle.data.npy import open_npy, parse_npy_spec
-
         folder, split = parse_npy_spec(spec)
         g = open_npy(folder, split)
 
         def load():
-            from ladle.data.npy import load_npy
-
             return load_npy(folder, split)
 
         return Source(g.name, g.x, g.y, g.edges, g.masks, g.num_classes, g.task, g.metric, g.source_sha256(),
                       load=load)
-    from ladle.data import load_graph
-
     return source_of(load_graph(spec, root))
 
 
@@ -86,8 +85,6 @@ def source_of(graph) -> Source:
 
 def membership(source: Source, method: str, parts: int, seed: int = 0) -> np.ndarray:
     """[N] int64 part ids: the same partition ``--partition METHOD --parts K`` trains on in memory."""
-    from ladle.sampling.partition import metis_parts, random_membership
-
     if not 1 <= parts <= source.num_nodes:
         raise LadleError(f"--parts {parts}: cannot cut {source.num_nodes} nodes into that many parts",
                          fix=f"use --parts between 1 and {source.num_nodes}")
@@ -104,8 +101,6 @@ def membership(source: Source, method: str, parts: int, seed: int = 0) -> np.nda
 def write_parts(source: Source, out: str | Path, parts: int, *, method: str = "random", halo: int = 0,
                 seed: int = 0) -> dict:
     """Write ``source`` cut into ``parts`` parts under ``out`` (which must not exist yet); return the manifest."""
-    from ladle.profiling import peak_resident
-
     if halo not in (0, 1):
         raise LadleError(f"--halo {halo}: ladle stores 1-hop halos", fix="use --halo 0 or --halo 1")
     out = Path(out)
@@ -130,8 +125,6 @@ def write_parts(source: Source, out: str | Path, parts: int, *, method: str = "r
 
 
 def _dump(path: Path, manifest: dict) -> None:
-    from ladle.files import write_json
-
     write_json(path, manifest)
 
 

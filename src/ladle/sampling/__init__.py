@@ -5,6 +5,8 @@ The registry (this module imports no torch): each sampler's class and its option
 options (:class:`~ladle.sampling.options.SamplerConfig`) and, of the context ``num_layers``, ``cache_dir`` and
 ``adjacency``, the keywords its ``__init__`` declares.
 """
+import inspect
+
 from ladle.registry import Registry
 
 SAMPLERS = Registry("sampler")
@@ -31,8 +33,6 @@ DEFAULT_SAMPLER = "full"  # a run's sampler when it names none (and an old sidec
 def build_sampler(graph, config, seed: int, *, num_layers: int = 2, cache_dir=None, adjacency: str | None = None):
     """The sampler ``config`` names, over ``graph``; ``num_layers`` is the model's depth (the layer-wise samplers
     need it), ``adjacency`` the sparse adjacency a full batch carries for the model (``GNN.adjacency``)."""
-    import inspect
-
     cls = SAMPLERS.get(config.name)
     context = {"num_layers": num_layers, "cache_dir": cache_dir, "adjacency": adjacency}
     wanted = inspect.signature(cls).parameters  # each sampler declares the context it reads, and gets that alone

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ladle.errors import LadleError, suggest
-from ladle.options import Options, check_int, option
+from ladle.options import Options, check_int, described, option
+from ladle.sampling import SAMPLERS
+from ladle.sampling import SAMPLERS as registry
 
 
 @dataclass(frozen=True)
@@ -35,8 +37,6 @@ class ClusterOptions(Options):
 
     def validate(self):
         if self.parts_per_batch > self.parts:
-            from ladle.options import check_int
-
             check_int("sampler.parts_per_batch", self.parts_per_batch, 1, self.parts)
 
 
@@ -68,8 +68,6 @@ class SamplerConfig:
     __slots__ = ("name", "options")
 
     def __init__(self, name: str = "full", options: Options | None = None, **values):
-        from ladle.sampling import SAMPLERS
-
         name = SAMPLERS.resolve(name)
         cls = SAMPLERS.options(name)
         if options is None:
@@ -115,15 +113,11 @@ class SamplerConfig:
 
 
 def _fields(cls):
-    from ladle.options import described
-
     return described(cls)
 
 
 def option_names() -> set[str]:
     """Every option some registered sampler has: what an older ``[sampler]`` table may hold."""
-    from ladle.sampling import SAMPLERS
-
     return {f for name in SAMPLERS.names() for f, *_ in _fields(SAMPLERS.options(name))}
 
 
@@ -131,8 +125,6 @@ def sampler_from_table(table: dict, from_flags: set) -> SamplerConfig:
     """The named sampler with its options: from ``[sampler.NAME]``, or from ``[sampler]`` itself as older files
     write them (every sampler's options there; those of other samplers are left aside). A flag for an option
     the chosen sampler does not have is refused."""
-    from ladle.sampling import SAMPLERS as registry
-
     name = registry.resolve(table.pop("name", "full"), "sampler")
     nested = {tuple(k.split(".", 1)): v for k, v in table.items() if "." in k}
     own = {field: v for (owner, field), v in nested.items() if registry.resolve(owner, "sampler") == name}

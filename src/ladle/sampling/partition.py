@@ -13,9 +13,12 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch_geometric.data import Data
 
 from ladle.data.graph import Graph
 from ladle.errors import LadleError, install_hint
+from ladle.files import atomic_write
+from ladle.sampling.base import LocalIndex, edges_of, induced_subgraph
 
 log = logging.getLogger(__name__)
 
@@ -80,9 +83,6 @@ def part_nodes(membership: torch.Tensor, parts: int) -> list[torch.Tensor]:
 
 
 def _save(path: Path, membership: np.ndarray) -> None:
-    from ladle.errors import LadleError
-    from ladle.files import atomic_write
-
     buffer = io.BytesIO()
     np.save(buffer, membership, allow_pickle=False)
     try:
@@ -94,6 +94,7 @@ def _save(path: Path, membership: np.ndarray) -> None:
 def require_metis():
     """pymetis, or one error saying how to get it (METIS serves ClusterGCN, METIS partitions and the pls soup)."""
     try:
+        # optional: the metis extra
         import pymetis
     except ImportError:
         raise LadleError("METIS is not installed: ClusterGCN, partition method metis and the pls soup need it",
@@ -135,10 +136,6 @@ def part_graph(graph: Graph, membership: torch.Tensor, part: int, halo: bool = F
     the core's 1-hop neighbours as message sources: the edges that touch the core (between two halo nodes
     none, as ``ladle partition``'s parts hold them). Only core training nodes carry the loss;
     validation and test stay on the whole graph, so the masks here are empty."""
-    from torch_geometric.data import Data
-
-    from ladle.sampling.base import LocalIndex, edges_of, induced_subgraph
-
     core = (membership == part).nonzero().view(-1)
     nodes = core
     if halo:

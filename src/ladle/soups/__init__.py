@@ -28,6 +28,7 @@ def get_soup(name: str):
 
 def __getattr__(name):  # the shared types, imported when asked for (they need torch)
     if name in ("Ingredient", "Soup", "SoupResult", "check_compatible"):
+        # lazy name: the package's names load on first use (PEP 562)
         from ladle.soups import base
 
         return getattr(base, name)

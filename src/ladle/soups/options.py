@@ -5,10 +5,13 @@ In a config file they live under ``[soups.NAME]``; older files' top-level ``gran
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ladle.options import Options, option
+from ladle.errors import LadleError
+from ladle.options import Options, check_int, option
+from ladle.soups import SOUPS as registry
 
 
 @dataclass(frozen=True)
@@ -35,8 +38,6 @@ class PLSOptions(LearnedOptions):
     parts_per_epoch: int = option(4, "parts R whose induced subgraph each epoch uses", low=1, high=1_000_000, flag="")
 
     def validate(self):
-        from ladle.options import check_int
-
         check_int(self.label("parts_per_epoch"), self.parts_per_epoch, 1, self.parts)
 
 
@@ -49,11 +50,6 @@ LEGACY_TABLE = "learned"  # the top-level table older configs gave the learned s
 def soups_from_tables(table: dict, legacy_learned: dict, flat_list, source: str) -> tuple[tuple, tuple]:
     """The soup methods (``[soups] methods``, or an older top-level ``soups`` list) and each soup's options (its
     ``[soups.NAME]`` table; an older ``[learned]`` table serves learned and pls)."""
-    import dataclasses
-
-    from ladle.errors import LadleError
-    from ladle.soups import SOUPS as registry
-
     methods = table.pop("methods", flat_list)
     if methods is None:
         methods = DEFAULT_SOUPS
