@@ -11,11 +11,11 @@ ogbn-arxiv 71.5 %, ogbn-products 78.5 %), not the noisy constant-rate model.
     python benchmarks/calibrate.py --preset csbm-arxiv --signals 0.5,0.64,0.8      # the older presets' recipe
 
 Each row gives the graph's shape (mean and max degree, the log-log slope of its degree tail P(D >= k), the share of
-edges inside a class), then the model's final training loss and its train / val / test accuracy, and with
-``--strong`` its SWA's (``--strong`` runs the schedule to the cap: no early stopping). ``--nodes`` trains on a smaller graph of the same preset (per node the same problem, fewer
-training nodes: a slight underestimate). The model is the payoff benchmark's: 2 layers of width 128, fanouts 10,5,
-batch 1024, Adam 0.01, early stopping with ``--patience`` within ``--epochs``, the best-validation weights scored on
-test. Last line: ``preset=… nodes=… test_S=ACC [swa_S=ACC] …``.
+edges inside a class), then the model's final training loss and its train / val / test accuracy, and with ``--strong``
+its SWA's (``--strong`` runs the schedule to the cap: no early stopping). ``--nodes`` trains on a smaller graph of the
+same preset (per node the same problem, fewer training nodes: a slight underestimate). The model is the payoff
+benchmark's: 2 layers of width 128, fanouts 10,5, batch 1024, Adam 0.01, early stopping with ``--patience`` within
+``--epochs``, the best-validation weights scored on test. Last line: ``preset=… nodes=… test_S=ACC [swa_S=ACC] …``.
 """
 from __future__ import annotations
 

@@ -13,6 +13,8 @@ ICLR 2023, score both so); for the npz graphs split s of the file serves seed s.
 
     python benchmarks/payoff.py --root ../shared/data/planetoid        # every cell but products (~4 h, 2 cores)
     python benchmarks/payoff.py --products                             # csbm-products, 1 seed (~3 h)
+    python benchmarks/payoff.py --synthetic dcsbm --only dcsbm         # dcsbm-arxiv instead: 3 seeds
+    python benchmarks/payoff.py --synthetic dcsbm --products           # dcsbm-products, 2 seeds
     python benchmarks/payoff.py --quick --root ../shared/data/planetoid   # a few minutes: tiny caps, 1 seed
 
 Each finished pipeline is one JSON object per line in ``--records`` (default runs/payoff/records.jsonl); a rerun
@@ -76,6 +78,7 @@ class Cell:
 def cells(args) -> list[Cell]:
     npz = Path(args.shared) / "data" / "npz"
     neighbor = {"name": "neighbor", "fanouts": [10, 5], "batch_size": 512}
+    family = getattr(args, "synthetic", "csbm")  # the large synthetic cells' generator
     full = {"name": "full"}
     small = [Cell(name, model, full, 5, 20, 200, 30) for name in ("Cora", "CiteSeer", f"npz:{npz / 'squirrel_filtered.npz'}")
              for model in ("gcn", "sage")]
@@ -84,7 +87,7 @@ def cells(args) -> list[Cell]:
         Cell(tolokers, "sage", neighbor, 3, 5, 50, 10),
         Cell(tolokers, "gcn", full, 3, 30, 300, 50),
         # Caps high enough that the ingredients stop on their own (at a cap of 10 / patience 3 most still improved).
-        Cell("csbm-arxiv", "sage", {**neighbor, "batch_size": 1024}, 3, 2, 30, 5,
+        Cell(f"{family}-arxiv", "sage", {**neighbor, "batch_size": 1024}, 3, 2, 30, 5,
              {"model": {"hidden": 128}, "learned": {"epochs": 20}}),
     ]
     if getattr(args, "partitions", ""):
@@ -98,7 +101,8 @@ def cells(args) -> list[Cell]:
                 for k in map(int, args.partitions.split(",")) for method in args.methods.split(",")
                 for halo in (False, True)[: 2 if args.halos else 1]]
     if args.products:
-        out = [Cell("csbm-products", "sage", {**neighbor, "batch_size": 1024}, 1, args.products_trunk,
+        out = [Cell(f"{family}-products", "sage", {**neighbor, "batch_size": 1024},
+                    1 if family == "csbm" else 2, args.products_trunk,
                     args.products_epochs, args.products_patience,
                     {"model": {"hidden": 128}, "eval": {"chunk": 100_000}, "soups": ["uniform", "greedy", "gis", "pls",
                                                                                     "ensemble"],
@@ -312,7 +316,10 @@ def main(argv=None) -> int:
     parser.add_argument("--records", default="runs/payoff/records.jsonl")
     parser.add_argument("--work", default="runs/payoff/work", help="where the pipelines' run directories go")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--products", action="store_true", help="the csbm-products cell alone")
+    parser.add_argument("--products", action="store_true", help="the products-sized cell alone")
+    parser.add_argument("--synthetic", choices=("csbm", "dcsbm"), default="csbm",
+                        help="the large synthetic cells' family: csbm (the older presets, one shared covariance and even "
+                             "degrees) or dcsbm (power-law degrees, unequal classes: benchmarks/calibrate.py)")
     parser.add_argument("--products-trunk", type=int, default=2,
                         help="the trunk setting of the products cell (2: the better one, from the runs with 0 and 2)")
     parser.add_argument("--products-epochs", type=int, default=10, help="the products cell's epoch cap per ingredient")
