@@ -21,7 +21,8 @@ import statistics
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-RECORDS = [HERE / "results" / "payoff_records.jsonl", HERE / "results" / "payoff_partitions.jsonl"]
+RECORDS = [HERE / "results" / "payoff_records.jsonl", HERE / "results" / "payoff_partitions.jsonl",
+           HERE / "results" / "payoff_dcsbm.jsonl"]
 ROWS = ["best", "uniform", "greedy", "gis", "learned", "pls", "ensemble", "long", "long_swa", "ddp"]
 LABELS = {"best": "best ingredient", "uniform": "uniform soup", "greedy": "greedy soup", "gis": "GIS soup",
           "learned": "learned soup", "pls": "partition learned soup", "ensemble": "ensemble (K models)",
@@ -33,6 +34,8 @@ KINDS = [  # (key, label, which records)
      lambda r: r.get("partition") is None and "tolokers" in r["dataset"]),
     ("synthetic", "large synthetic, neighbour-sampled (csbm-arxiv, csbm-products)",
      lambda r: r.get("partition") is None and r["dataset"].startswith("csbm")),
+    ("dcsbm", "large synthetic, degree-corrected, neighbour-sampled (dcsbm-arxiv)",
+     lambda r: r.get("partition") is None and r["dataset"].startswith("dcsbm")),
     ("parts", "divided into parts, each ingredient on its own (csbm-arxiv, K = 4)",
      lambda r: r.get("partition") is not None),
 ]

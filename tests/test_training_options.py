@@ -1,5 +1,6 @@
 """Training options users reach for: a learning-rate schedule, gradient clipping, SWA from a start epoch, bf16;
 each against an independent reference, the same on every engine, and old runs keep their identity."""
+import dataclasses
 import math
 
 import pytest
@@ -142,3 +143,28 @@ def test_what_an_older_sidecar_is_read_as_is_declared_on_the_options():
                               "train.average": "none", "train.average_start": 1, "train.clip_grad": 0.0,
                               "train.lr_gamma": 0.1, "train.lr_schedule": "none", "train.lr_step": 0,
                               "train.precision": "fp32", "trunk_epochs": 0}
+
+
+def test_early_stopping_waits_for_a_late_average_to_start():
+    """Patience 1 stops the plain model at epoch 2 (its validation falls); with SWA from epoch 5, kept by the model
+    itself or tracked beside it, training goes on to epoch 5 at least, so the average is validated with epochs in
+    it (before, it stopped at 2 and the "SWA" was the raw model under its name)."""
+    train = {"epochs": 8, "patience": 1, "lr": 0.5}
+    spec, config = spec_of(train)
+    graph = load_graph(config.dataset, config.root)
+    plain = train_ingredient(spec, graph)
+    assert (plain.epochs_trained, plain.best_epoch) == (2, 1)
+
+    spec, _ = spec_of({**train, "average": "swa", "average_start": 5})
+    seen = []
+    kept = train_ingredient(spec, graph, after_epoch=lambda e, m: seen.append(
+        {k: v.clone() for k, v in m.state_dict().items()}))
+    assert kept.epochs_trained >= 5 and [h["epoch"] for h in kept.history][:5] == [1, 2, 3, 4, 5]
+    best = kept.best_epoch  # the best validated weights: the raw model before epoch 5, the average from it
+    for k, v in kept.state.items():
+        expected = seen[best - 1][k] if best < 5 else sum(seen[e - 1][k] for e in range(5, best + 1)) / (best - 4)
+        torch.testing.assert_close(v, expected, rtol=0, atol=1e-6)
+
+    spec, _ = spec_of({**train, "average_start": 5})
+    tracked = train_ingredient(dataclasses.replace(spec, track_average="swa"), graph)
+    assert tracked.epochs_trained >= 5 and 5 in [h["epoch"] for h in tracked.companion.history]

@@ -27,7 +27,8 @@ class TrainConfig(Options):
     ema_decay: float = option(0.8, "the ema's weight on its past, per epoch", low=0.0, high=1.0, open_low=True,
                               unrecorded=0.8)
     average_start: int = option(1, "the first epoch whose weights enter the average (train.average, the long "
-                                   "model's SWA): a warm-up first, as Izmailov et al. start SWA late", low=1,
+                                   "model's SWA): a warm-up first, as Izmailov et al. start SWA late; early "
+                                   "stopping waits for it", low=1,
                                 before=1)
     lr_schedule: str = option("none", "the learning rate over the epochs: cosine (to 0 at train.epochs, Loshchilov "
                                       "& Hutter, 2017), step (times train.lr_gamma every train.lr_step epochs)",

@@ -95,7 +95,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     """Train one ingredient and return its best-validation weights.
 
     Ties in validation keep the earlier epoch. With ``train.patience`` > 0, training stops after that
-    many validations without a better score. ``start_state`` (a trunk's weights) replaces the
+    many validations without a better score, but not before ``train.average_start`` when an average is kept
+    (``train.average`` or ``spec.track_average``). ``start_state`` (a trunk's weights) replaces the
     initialisation; the data seed still governs everything after. ``graph`` may already be on ``device``.
     ``after_epoch(epoch, model)`` sees the weights after each epoch's steps, before validation (a benchmark's
     own look at them, e.g. averaging them); it must leave the model and the random streams as it found them.
@@ -177,7 +178,10 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
                 stale += 1
         if on_epoch is not None:
             on_epoch(spec.name, epoch, spec.train.epochs, best_val, metrics)
-        if spec.train.patience and stale >= spec.train.patience:
+        # An average that starts late (train.average_start) waits for its epochs: stopping before them would leave
+        # an average of nothing, the raw model under the average's name.
+        waits = (averaged.kind != "none" or tracked is not None) and epoch < spec.train.average_start
+        if spec.train.patience and stale >= spec.train.patience and not waits:
             log.info("%s: early stop at epoch %d (best %d)", spec.name, epoch, best_epoch)
             if on_epoch is not None:
                 on_epoch(spec.name, epoch, epoch, best_val, {})  # done: the progress bar ends here
