@@ -228,13 +228,14 @@ def shared_baselines(records: list[dict]) -> list[dict]:
     return out
 
 
-def table(records: list[dict]) -> tuple[list[str], dict]:
+def table(records: list[dict], earlier: bool = False) -> tuple[list[str], dict]:
+    """The markdown table and the last line's figures; ``earlier`` shows a cell's runs at a lower cap too."""
     records = shared_baselines(records)
     groups: dict[tuple, list[dict]] = {}
     for r in records:
         groups.setdefault((r["cell"], r["trunk"], r["epoch_cap"]), []).append(r)
-    # A cell rerun with a higher epoch cap keeps its earlier rows in the table, marked "earlier", but only its
-    # highest cap (the plan's) counts in the figures.
+    # A cell rerun with a higher epoch cap keeps its earlier runs in the records (shown, marked "earlier", with
+    # ``earlier``), but only its highest cap (the plan's) is in the table's figures.
     plan_cap: dict[tuple, int] = {}
     for cell, trunk, cap in groups:
         plan_cap[cell, trunk] = max(cap, plan_cap.get((cell, trunk), cap))
@@ -283,6 +284,8 @@ def table(records: list[dict]) -> tuple[list[str], dict]:
                   f"{statistics.fmean(long_epochs) if long_epochs else float('nan'):.0f} (cap {cap})")
         seconds = " / ".join(f"{statistics.fmean(r['seconds'][k] for r in rs):.0f}" for k in ("trunk", "training", "soups"))
         label = f"{cell} ({metric})" + ("" if counted else ", earlier")
+        if not counted and not earlier:
+            continue
         lines.append(f"| {label} | {trunk} | {len(rs)} | " + " | ".join(cells_text)
                      + f" | {gain:+.2f} | {epochs} | {seconds} |")
     trunk_gain = [g[max(g)] - g[0] for g in by_trunk.values() if 0 in g and len(g) > 1]
@@ -344,6 +347,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=0, help="at most this many seeds per cell (0: each cell's own)")
     parser.add_argument("--only", default="", help="run only the cells whose label contains this")
     parser.add_argument("--table-only", action="store_true", help="print the table of the records, run nothing")
+    parser.add_argument("--earlier", action="store_true",
+                        help="show a cell's earlier runs at a lower epoch cap too (marked; never in the last line)")
     parser.add_argument("--keep-trained", action="store_true",
                         help="a stopped pipeline keeps the models it stored and resumes (its training seconds are "
                              "then the span of the stored models' timeline; 'resumed' in its record)")
@@ -387,7 +392,7 @@ def main(argv=None) -> int:
         print(f"{cell.label} trunk {trunk} seed {seed}: best {100 * record['best']:.2f} long "
               f"{100 * record.get('long', float('nan')):.2f} gis {100 * record['gis']:.2f} ({record['wall_s']:.0f} s)",
               flush=True)
-    lines, figures = table(records)
+    lines, figures = table(records, args.earlier)
     print("\n".join(lines))
     figures["minutes"] = round((time.perf_counter() - start) / 60, 1)
     print(" ".join(f"{k}={v}" for k, v in figures.items()))

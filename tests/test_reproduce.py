@@ -140,7 +140,8 @@ def test_a_stopped_small_sweep_adds_its_time_when_resumed(tmp_path, monkeypatch)
 
 @pytest.mark.benchmark
 def test_payoff_table_counts_only_each_cells_planned_cap():
-    """A cell rerun with a higher epoch cap shows its earlier rows, marked, and only the plan's cap counts."""
+    """A cell rerun with a higher epoch cap: only the plan's cap is in the table and its figures; the earlier run
+    stays in the records and shows, marked, when asked for."""
     payoff = bench("payoff")
 
     def record(cap, seed, best, gis, long):
@@ -151,6 +152,8 @@ def test_payoff_table_counts_only_each_cells_planned_cap():
 
     records = [record(10, 0, 0.70, 0.60, 0.72), record(30, 0, 0.70, 0.75, 0.72), record(30, 1, 0.72, 0.77, 0.70)]
     lines, figures = payoff.table(records)
+    assert not [line for line in lines if "earlier" in line or "(cap 10)" in line]
+    lines, figures = payoff.table(records, earlier=True)
     earlier = [line for line in lines if "earlier" in line]
     assert len(earlier) == 1 and "(cap 10)" in earlier[0] and "| 1 |" in earlier[0] and "-10.00" in earlier[0]
     current = [line for line in lines if "(cap 30)" in line]
