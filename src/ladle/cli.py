@@ -15,7 +15,6 @@ import sys
 import threading
 import time
 import typing
-from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -446,7 +445,7 @@ def _resume(args) -> int:
     config = RunDir(args.resume).config()
     engine = {f.key.split(".", 1)[1]: getattr(args, f.dest) for f in run_flags()
               if f.key.startswith("engine.") and getattr(args, f.dest) is not None}
-    engine_config = replace(config.engine, **engine) if engine else None
+    engine_config = dataclasses.replace(config.engine, **engine) if engine else None
     if engine_config is not None:
         EngineConfig(**engine_config.__dict__)  # validate
     args.out = args.resume

@@ -21,8 +21,17 @@ from pathlib import Path
 
 import torch
 
-from ladle import api
-from ladle.api import DEFAULT_ROOT, SOUP_TIMING_FIELDS, identity_differences, is_a_copy, is_parts, make_soups
+from ladle.api import (
+    DEFAULT_ROOT,
+    SOUP_TIMING_FIELDS,
+    _check_trunk_and_baseline,
+    graph_source,
+    identity_differences,
+    is_a_copy,
+    is_parts,
+    make_soups,
+    run_graph,
+)
 from ladle.data.datasets import dataset_has
 from ladle.errors import LadleError
 from ladle.evaluation import Evaluator
@@ -76,17 +85,17 @@ def verify_run(path, *, root: str | Path | None = None, graph_file: str | Path |
     checks += _soups_fit_ingredients(run_dir, {n: s for n, s in sidecars.items() if n not in STORED_MODELS},
                                      ingredient_names)
     try:
-        api._check_trunk_and_baseline(run_dir, config)
+        _check_trunk_and_baseline(run_dir, config)
     except LadleError as err:
         checks.append(Check(str(run_dir.trunk), False, err.message))
     checks += _timeline(run_dir)
     try:
-        graph = api.run_graph(run_dir, config, root=root, graph_file=graph_file)
+        graph = run_graph(run_dir, config, root=root, graph_file=graph_file)
     except LadleError as err:
         return checks + [Check(str(run_dir.path), False, f"scores not checked: {err.message}"
                                + (f" ({err.fix})" if err.fix else ""))]
     checks += _root(run_dir, config, root, graph_file)
-    source = api.graph_source(run_dir, config, root=root, graph_file=graph_file)
+    source = graph_source(run_dir, config, root=root, graph_file=graph_file)
     checks.append(Check(config.dataset, True, f"graph from {source}: fingerprint {graph.fingerprint[:12]}… matches "
                                               "the run"))
     checks += _scores(config, graph, states, sidecars, ingredient_names)

@@ -13,7 +13,6 @@ from typing import ClassVar
 from ladle.errors import LadleError, suggest
 from ladle.options import Options, check_int, described, option
 from ladle.sampling import SAMPLERS
-from ladle.sampling import SAMPLERS as registry
 
 
 @dataclass(frozen=True)
@@ -125,16 +124,16 @@ def sampler_from_table(table: dict, from_flags: set) -> SamplerConfig:
     """The named sampler with its options: from ``[sampler.NAME]``, or from ``[sampler]`` itself as older files
     write them (every sampler's options there; those of other samplers are left aside). A flag for an option
     the chosen sampler does not have is refused."""
-    name = registry.resolve(table.pop("name", "full"), "sampler")
+    name = SAMPLERS.resolve(table.pop("name", "full"), "sampler")
     nested = {tuple(k.split(".", 1)): v for k, v in table.items() if "." in k}
-    own = {field: v for (owner, field), v in nested.items() if registry.resolve(owner, "sampler") == name}
+    own = {field: v for (owner, field), v in nested.items() if SAMPLERS.resolve(owner, "sampler") == name}
     flat = {k: v for k, v in table.items() if "." not in k}
     unknown = set(flat) - option_names()
     if unknown:
         key = sorted(unknown)[0]
         raise LadleError(f"unknown key 'sampler.{key}'", fix=suggest(f"sampler.{key}", [f"sampler.{k}" for k in
                                                                                      option_names()]))
-    fields = {f.name for f in dataclasses.fields(registry.options(name))}
+    fields = {f.name for f in dataclasses.fields(SAMPLERS.options(name))}
     kept = {k: v for k, v in flat.items() if k in fields or k in from_flags}
     return SamplerConfig(name, **{**kept, **own})
 
