@@ -256,6 +256,40 @@ def test_payoff_partition_cells_train_each_ingredient_on_its_part_beside_every_r
             assert sidecar["part_graph"]["nodes_sha256"] == hashlib.sha256(nodes.tobytes()).hexdigest()
         assert sum(row["part_nodes"]) == whole.num_nodes  # disjoint parts that cover the graph
 
+    # Item 4: the cell's wall-clock rows and plot, read from its run; the METIS cut's baselines live in the first
+    # cut's run. A soup at K workers comes after the slowest ingredient's own seconds; on this machine's workers,
+    # after the ingredients' measured span; each soup's seconds follow, one after another.
+    import ddp_wallclock
+
+    first, metis = (tmp_path / "work" / f"{r['cell'].replace(' ', '-')}-t0-s0" for r in rows)
+    found = ddp_wallclock.collect(metis, first, cores=2)
+    by = {r["row"]: r for r in found["rows"]}
+    sidecars = [json.loads(p.read_text()) for p in sorted((metis / "ingredients").glob("ingredient-*.json"))]
+    spans = [json.loads(line) for line in (metis / "timeline.jsonl").read_text().splitlines()]
+    span = max(t["finished"] for t in spans) - min(t["started"] for t in spans)
+    results = json.loads((metis / "results.json").read_text())
+    at_k, here = max(s["seconds"] for s in sidecars), span
+    for name in results["soups"]:
+        spent = json.loads((metis / "soups" / f"{name}.json").read_text())["seconds"]
+        at_k, here = at_k + spent, here + spent
+        assert by[name]["wall_s"] == pytest.approx(at_k) and by[name]["wall_here_s"] == pytest.approx(here)
+        assert by[name]["test"] == results["soups"][name]["test"]
+    assert by["ddp"]["test"] == rows[0]["ddp"] and by["ddp"]["communication"]["ranks"] == 2
+    assert by["ddp"]["worker_s"] == by["ddp"]["wall_s"] * by["ddp"]["cores"] and by["long-swa"]["processes"] == 1
+    fig = ddp_wallclock.draw(found, "tiny")
+    left, right = fig.axes[:2]
+    assert left.get_xlabel() == "wall-clock seconds" and right.get_xlabel().startswith("worker-seconds")
+    assert "(%)" in left.get_ylabel() and "validation" in left.get_ylabel() and "test" in left.get_ylabel()
+    legend = {t.get_text() for t in right.get_legend().get_texts()}
+    assert {"ingredients (no communication)", "one model, K x budget", "DDP, 2 ranks all-reducing",
+            "gis (soup, after the ingredients)", "ensemble (2 models, after the ingredients)"} <= legend
+    ddp_wallclock.main(["--from-run", str(metis), "--baselines", str(first), "--plot", str(tmp_path / "cell.png")])
+    fields = dict(pair.split("=", 1) for pair in capsys.readouterr().out.strip().splitlines()[-1].split())
+    assert fields["k"] == "2" and float(fields["soup_wall_s"]) == round(by["gis"]["wall_s"], 1)
+    reach = next((h["seconds"] for h in found["baselines"]["ddp"]["history"] if h["val"] >= by["gis"]["val"]), None)
+    assert fields["ddp_reaches_gis_s"] == str(None if reach is None else round(reach, 1))
+    assert (tmp_path / "cell.png").read_bytes()[:4] == b"\x89PNG" and (tmp_path / "cell.png").stat().st_size > 10_000
+
 
 @pytest.mark.benchmark
 def test_payoff_counts_a_tie_apart_from_a_win():
