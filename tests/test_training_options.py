@@ -160,11 +160,37 @@ def test_early_stopping_waits_for_a_late_average_to_start():
     kept = train_ingredient(spec, graph, after_epoch=lambda e, m: seen.append(
         {k: v.clone() for k, v in m.state_dict().items()}))
     assert kept.epochs_trained >= 5 and [h["epoch"] for h in kept.history][:5] == [1, 2, 3, 4, 5]
-    best = kept.best_epoch  # the best validated weights: the raw model before epoch 5, the average from it
+    best = kept.best_epoch  # the kept weights are an average: of epochs 5 to the best one
+    assert best >= 5
     for k, v in kept.state.items():
-        expected = seen[best - 1][k] if best < 5 else sum(seen[e - 1][k] for e in range(5, best + 1)) / (best - 4)
-        torch.testing.assert_close(v, expected, rtol=0, atol=1e-6)
+        torch.testing.assert_close(v, sum(seen[e - 1][k] for e in range(5, best + 1)) / (best - 4), rtol=0, atol=1e-6)
 
     spec, _ = spec_of({**train, "average_start": 5})
     tracked = train_ingredient(dataclasses.replace(spec, track_average="swa"), graph)
     assert tracked.epochs_trained >= 5 and 5 in [h["epoch"] for h in tracked.companion.history]
+
+
+def test_a_late_average_competes_only_with_itself():
+    """The raw model validated before the average's first epoch stands in for it (a stop before the start keeps it)
+    but does not compete with it after: here the raw weights of epoch 1 validate above every later average, and
+    the "SWA" kept or tracked used to be those raw weights under the average's name (a calibration run reported
+    its SWA equal to the raw model's best epoch 3 of 30, the average starting at 23)."""
+    train = {"epochs": 8, "patience": 0, "lr": 0.5}
+    spec, config = spec_of(train)
+    graph = load_graph(config.dataset, config.root)
+    seen = []
+    spec, _ = spec_of({**train, "average_start": 5})
+    record = train_ingredient(dataclasses.replace(spec, track_average="swa"), graph, after_epoch=lambda e, m: seen.append(
+        {k: v.clone() for k, v in m.state_dict().items()}))
+    raw_before = max(h["val"] for h in record.history if h["epoch"] < 5)
+    averages = [h["val"] for h in record.companion.history if h["epoch"] >= 5]
+    assert raw_before > max(averages)  # the case: an early raw model validates above every average
+    companion = record.companion
+    assert companion.best_epoch >= 5 and companion.val == pytest.approx(max(averages), abs=0)
+    best = companion.best_epoch
+    for k, v in companion.state.items():
+        torch.testing.assert_close(v, sum(seen[e - 1][k] for e in range(5, best + 1)) / (best - 4), rtol=0, atol=1e-6)
+    assert record.val == max(h["val"] for h in record.history)  # the model itself still keeps its best raw epoch
+
+    kept = train_ingredient(spec_of({**train, "average": "swa", "average_start": 5})[0], graph)
+    assert kept.best_epoch >= 5 and kept.val == pytest.approx(max(averages), abs=0)

@@ -106,6 +106,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     step's seed nodes, its gradients all-reduced with the other ranks'.
     With ``spec.track_average`` the record's ``companion`` is the best-validated average of the weights over the
     epochs this model trained (validated at every validation of the model, ties keeping the earlier epoch).
+    An average that starts late (``train.average_start`` > 1), kept or tracked, competes only with itself: the raw
+    weights validated before its first epoch are kept only when training stops before it.
     ``should_stop()``, asked after each epoch, returns a callback's stop (:class:`ladle.StopIngredient`, delivered by
     the engine) or None; a stop ends training there, as early stopping does, and is recorded in ``stopped``.
     """
@@ -134,7 +136,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     tracked = _Tracked(WeightAverage(spec.track_average, spec.train.ema_decay)) if spec.track_average != "none" \
         else None
     best_val, best_epoch, best_state, history = float("-inf"), 0, None, []
-    stale, epoch, stopped = 0, 0, None  # validations since the best one
+    stale, epoch, stopped, averaged_counts = 0, 0, None, False  # validations since the best one
     arithmetic = _arithmetic(spec, device, model)
     for epoch in range(1, spec.train.epochs + 1):
         model.train()
@@ -163,6 +165,10 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             if tracked is not None:
                 tracked.average.add(model)
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
+            if averaged.kind != "none" and epoch >= spec.train.average_start and not averaged_counts:
+                # The average's first validation: raw weights kept before it (the model is its own average until
+                # then, a fallback for a stop before the start) no longer compete with it.
+                best_val, averaged_counts = float("-inf"), True
             with averaged.swapped_in(model):  # with an average, it is what is validated and kept
                 scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
                 improved = scores["val"] > best_val
@@ -170,7 +176,8 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
                     best_state = _cpu_copy(model)
             metrics.update(scores)
             if tracked is not None:
-                metrics[f"val_{spec.track_average}"] = tracked.validate(model, graph_on_device, epoch, spec.eval.chunk)
+                metrics[f"val_{spec.track_average}"] = tracked.validate(
+                    model, graph_on_device, epoch, spec.eval.chunk, counts=epoch >= spec.train.average_start)
             history.append({"epoch": epoch, **metrics, "seconds": round(time.perf_counter() - start, 3)})
             if improved:
                 best_val, best_epoch, stale = scores["val"], epoch, 0
@@ -249,8 +256,14 @@ class _Tracked:
 
     def __init__(self, average: WeightAverage):
         self.average, self.best_val, self.best_epoch, self.best_state, self.history = average, float("-inf"), 0, None, []
+        self.counted = False  # whether a validation of a real average (from train.average_start) came yet
 
-    def validate(self, model: torch.nn.Module, graph: Graph, epoch: int, chunk: int) -> float:
+    def validate(self, model: torch.nn.Module, graph: Graph, epoch: int, chunk: int, counts: bool = True) -> float:
+        """Validate the average (the raw model before ``counts``: an empty average swaps nothing in) and keep the
+        best; at the first validation that ``counts`` the raw weights kept so far stop competing, so the best is
+        an average whenever one was taken."""
+        if counts and not self.counted:
+            self.best_val, self.counted = float("-inf"), True
         with self.average.swapped_in(model):
             val = split_scores(model, graph, ("val",), chunk)["val"]
             if val > self.best_val:
