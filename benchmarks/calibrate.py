@@ -12,7 +12,8 @@ ogbn-arxiv 71.5 %, ogbn-products 78.5 %), not the noisy constant-rate model.
 
 Each row gives the graph's shape (mean and max degree, the log-log slope of its degree tail P(D >= k), the share of
 edges inside a class), then the model's final training loss and its train / val / test accuracy, and with ``--strong``
-its SWA's (``--strong`` runs the schedule to the cap: no early stopping). ``--nodes`` trains on a smaller graph of the
+its SWA's (``--strong`` runs the schedule to the cap: no early stopping); each epoch's scores go to stderr, one JSON
+object per line. ``--nodes`` trains on a smaller graph of the
 same preset (per node the same problem, fewer training nodes: a slight underestimate). The model is the payoff
 benchmark's: 2 layers of width 128, fanouts 10,5, batch 1024, Adam 0.01, early stopping with ``--patience`` within
 ``--epochs``, the best-validation weights scored on test. Last line: ``preset=… nodes=… test_S=ACC [swa_S=ACC] …``.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import sys
 import time
@@ -80,6 +82,8 @@ def accuracy(preset: str, nodes: int, signal: float, args) -> dict:
     if args.strong:
         spec = dataclasses.replace(spec, track_average="swa")
     record = train_ingredient(spec, graph)
+    for h in record.history:  # the curve behind the row (stderr: the table stays on stdout)
+        print(json.dumps({"signal": signal, **h}), file=sys.stderr, flush=True)
     out = {"signal": signal, "nodes": graph.num_nodes, **shape(graph), "loss": record.history[-1]["loss"],
            "train": record.train, "val": record.val, "test": record.test, "epochs": record.epochs_trained,
            "best_epoch": record.best_epoch, "seconds": round(record.seconds, 1), "generate_s": round(generated, 1)}
