@@ -36,7 +36,7 @@ KINDS = [  # (key, label, which records)
      lambda r: r.get("partition") is None and r["dataset"].startswith("csbm")),
     ("dcsbm", "large synthetic, degree-corrected, neighbour-sampled (dcsbm-arxiv)",
      lambda r: r.get("partition") is None and r["dataset"].startswith("dcsbm")),
-    ("parts", "divided into parts, each ingredient on its own (csbm-arxiv, K = 4)",
+    ("parts", "divided into parts, each ingredient on its own (csbm-arxiv, K = 4 and 8)",
      lambda r: r.get("partition") is not None),
 ]
 
