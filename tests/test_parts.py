@@ -206,13 +206,15 @@ def test_training_from_parts_equals_the_same_partition_in_memory(npy_dir, tmp_pa
 
 
 def test_a_worker_reads_only_its_own_part(pdir, tmp_path, monkeypatch):
-    """Part 2's files made unreadable: ingredients 0 and 1 train (on the process engine too); 2 is refused by name."""
+    """Part 2's files made unreadable: ingredients 0 and 1 train (in a worker process); 2 is refused by name. One
+    worker, so 0 and 1 are done before 2 is tried (with two, 2's refusal could come while 0 still trained, and the
+    refusal stops the run)."""
     bad = tmp_path / "pdir"
     shutil.copytree(pdir, bad)
     for f in (bad / "part-2").iterdir():
         f.write_bytes(b"gone")
     config = {"dataset": f"parts:{bad}", "ingredients": 3, "train": {"epochs": 2}, "soups": ["uniform"],
-              "engine": {"workers": 2}}
+              "engine": {"name": "process", "workers": 1}}
     with pytest.raises(LadleError, match="part-2/.*checksum mismatch"):
         api.train(config, tmp_path / "run")
     assert sorted(p.name for p in (tmp_path / "run" / "ingredients").glob("*.json")) == [
