@@ -76,7 +76,7 @@ PRESETS = {
     "dcsbm-arxiv": DCSBMConfig(nodes=169_343, classes=40, degree=13.774, exponent=2.4, max_degree=13_000,
                                features=128, signal=1.0, community=100, train=0.54, val=0.18),
     "dcsbm-products": DCSBMConfig(nodes=2_449_029, classes=47, degree=50.55, exponent=2.4, max_degree=17_000,
-                                  features=100, signal=0.8, community=400, train=0.08, val=0.02),
+                                  features=100, signal=0.77, community=400, train=0.08, val=0.02),
 }
 
 
