@@ -56,10 +56,6 @@ def first_reaching(sidecar: dict, score: float) -> float | None:
     return next((t for t, v in curve(sidecar) if v >= score), None)
 
 
-def _read(path: Path) -> dict:
-    return json.loads(path.read_text())
-
-
 def collect(run: Path, baselines_run: Path | None = None, cores: int | None = None) -> dict:
     """Every row of a finished run, with its clocks: ``{"rows", "ingredients", "baselines", "results", "k"}``.
 
@@ -69,24 +65,28 @@ def collect(run: Path, baselines_run: Path | None = None, cores: int | None = No
         cores: this machine's cores the run's workers had (default: ``os.cpu_count()``); a baseline of more
             processes than cores shared them.
     """
+    from ladle.files import read_json
+    from ladle.store import RunDir
+
     cores = cores or os.cpu_count() or 1
-    results = _read(run / "results.json")
-    held = _read((baselines_run or run) / "results.json")["baselines"]
-    ingredients = [_read(p) for p in sorted((run / "ingredients").glob("ingredient-*.json"))]
+    rd, held_by = RunDir(run), RunDir(baselines_run or run)
+    results = read_json(rd.path / "results.json", root=rd.path)
+    held = read_json(held_by.path / "results.json", root=held_by.path)["baselines"]
+    ingredients, soups = rd.ingredient_sidecars(), rd.soup_sidecars()
     k = len(ingredients)
-    timeline = [json.loads(line) for line in (run / "timeline.jsonl").read_text().splitlines() if line.strip()]
-    spans = [t for t in timeline if t["name"].startswith("ingredient-")]
+    spans = [t for t in rd.timeline() if t["name"].startswith("ingredient-")]
     here = max(t["finished"] for t in spans) - min(t["started"] for t in spans)
     slowest = max(s["seconds"] for s in ingredients)
     rows = [{"row": s["name"], "val": s["scores"]["val"], "test": s["scores"]["test"], "wall_s": reached(s),
              "processes": 1, "worker_s": reached(s)} for s in ingredients]
     at_k, on_here = slowest, here
     for name, r in results["soups"].items():
-        spent = _read(run / "soups" / f"{name}.json")["seconds"]
+        spent = soups[name]["seconds"]
         at_k, on_here = at_k + spent, on_here + spent  # soups run one after another, on the driver
         rows.append({"row": name, "val": r["val"], "test": r["test"], "wall_s": at_k, "wall_here_s": on_here,
                      "processes": k, "worker_s": slowest * k + at_k - slowest})  # K workers held; the driver soups
-    baselines = {name: _read((baselines_run or run) / "baselines" / f"{name}.json") for name in held}
+    baselines = {name: read_json(held_by.path / "baselines" / f"{name}.json", root=held_by.path, what="sidecar")
+                 for name in held}
     for name, sidecar in baselines.items():
         processes = sidecar.get("communication", {}).get("ranks", 1)
         wall = reached(sidecar, baselines.get(sidecar.get("average_of")))

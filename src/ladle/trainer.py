@@ -136,7 +136,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
     tracked = _Tracked(WeightAverage(spec.track_average, spec.train.ema_decay)) if spec.track_average != "none" \
         else None
     best_val, best_epoch, best_state, history = float("-inf"), 0, None, []
-    stale, epoch, stopped, averaged_counts = 0, 0, None, False  # validations since the best one
+    stale, epoch, stopped = 0, 0, None  # validations since the best one
     arithmetic = _arithmetic(spec, device, model)
     for epoch in range(1, spec.train.epochs + 1):
         model.train()
@@ -165,10 +165,10 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
             if tracked is not None:
                 tracked.average.add(model)
         if epoch % spec.train.eval_every == 0 or epoch == spec.train.epochs:
-            if averaged.kind != "none" and epoch >= spec.train.average_start and not averaged_counts:
+            if averaged.count and best_epoch < spec.train.average_start:
                 # The average's first validation: raw weights kept before it (the model is its own average until
                 # then, a fallback for a stop before the start) no longer compete with it.
-                best_val, averaged_counts = float("-inf"), True
+                best_val = float("-inf")
             with averaged.swapped_in(model):  # with an average, it is what is validated and kept
                 scores = split_scores(model, graph_on_device, ("train", "val"), spec.eval.chunk)
                 improved = scores["val"] > best_val
@@ -176,8 +176,7 @@ def train_ingredient(spec: IngredientSpec, graph: Graph, *, device: str | torch.
                     best_state = _cpu_copy(model)
             metrics.update(scores)
             if tracked is not None:
-                metrics[f"val_{spec.track_average}"] = tracked.validate(
-                    model, graph_on_device, epoch, spec.eval.chunk, counts=epoch >= spec.train.average_start)
+                metrics[f"val_{spec.track_average}"] = tracked.validate(model, graph_on_device, epoch, spec.eval.chunk)
             history.append({"epoch": epoch, **metrics, "seconds": round(time.perf_counter() - start, 3)})
             if improved:
                 best_val, best_epoch, stale = scores["val"], epoch, 0
@@ -256,18 +255,18 @@ class _Tracked:
 
     def __init__(self, average: WeightAverage):
         self.average, self.best_val, self.best_epoch, self.best_state, self.history = average, float("-inf"), 0, None, []
-        self.counted = False  # whether a validation of a real average (from train.average_start) came yet
+        self.best_averaged = False  # whether the kept best is an average (not the raw model, before the start)
 
-    def validate(self, model: torch.nn.Module, graph: Graph, epoch: int, chunk: int, counts: bool = True) -> float:
-        """Validate the average (the raw model before ``counts``: an empty average swaps nothing in) and keep the
-        best; at the first validation that ``counts`` the raw weights kept so far stop competing, so the best is
-        an average whenever one was taken."""
-        if counts and not self.counted:
-            self.best_val, self.counted = float("-inf"), True
+    def validate(self, model: torch.nn.Module, graph: Graph, epoch: int, chunk: int) -> float:
+        """Validate the average (the raw model while it is empty, before ``train.average_start``: it swaps nothing
+        in) and keep the best; once it holds epochs, raw weights kept before stop competing, so the best is an
+        average whenever one was taken."""
+        if self.average.count and not self.best_averaged:
+            self.best_val = float("-inf")
         with self.average.swapped_in(model):
             val = split_scores(model, graph, ("val",), chunk)["val"]
             if val > self.best_val:
-                self.best_val, self.best_epoch = val, epoch
+                self.best_val, self.best_epoch, self.best_averaged = val, epoch, self.average.count > 0
                 self.best_state = _cpu_copy(model)
         self.history.append({"epoch": epoch, "val": val})
         return val
