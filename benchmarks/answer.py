@@ -34,7 +34,7 @@ KINDS = [  # (key, label, which records)
      lambda r: r.get("partition") is None and "tolokers" in r["dataset"]),
     ("synthetic", "large synthetic, neighbour-sampled (csbm-arxiv, csbm-products)",
      lambda r: r.get("partition") is None and r["dataset"].startswith("csbm")),
-    ("dcsbm", "large synthetic, degree-corrected, neighbour-sampled (dcsbm-arxiv)",
+    ("dcsbm", "large synthetic, degree-corrected, neighbour-sampled (dcsbm-arxiv, dcsbm-products)",
      lambda r: r.get("partition") is None and r["dataset"].startswith("dcsbm")),
     ("parts", "divided into parts, each ingredient on its own (csbm-arxiv, K = 4 and 8)",
      lambda r: r.get("partition") is not None),
